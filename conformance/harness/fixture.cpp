@@ -1,0 +1,91 @@
+#include "fixture.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+namespace xmc::conformance {
+
+std::vector<std::string> &selected_backends() {
+    static std::vector<std::string> list = [] {
+        std::vector<std::string> v;
+        const char *env = std::getenv("XMC_BACKENDS");
+        std::string s = env && *env ? env : "host";
+        std::stringstream ss(s);
+        for (std::string item; std::getline(ss, item, ',');)
+            if (!item.empty()) v.push_back(item);
+        return v;
+    }();
+    return list;
+}
+
+std::string backend_param_name(const ::testing::TestParamInfo<std::string> &info) {
+    // A path names the test by its file stem; gtest allows [A-Za-z0-9_] only.
+    std::string s = info.param;
+    if (auto slash = s.find_last_of('/'); slash != std::string::npos) s = s.substr(slash + 1);
+    if (s.rfind("libxmc_backend_", 0) == 0) s = s.substr(15);
+    if (auto dot = s.find('.'); dot != std::string::npos) s = s.substr(0, dot);
+    for (char &c : s)
+        if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+    return s;
+}
+
+void BackendTest::SetUp() {
+    std::string error;
+    backend_ = load_backend(GetParam(), &error);
+    ASSERT_NE(backend_, nullptr) << "cannot load backend '" << GetParam() << "': " << error;
+    api = backend_->api;
+    xmc_open_params params{sizeof(xmc_open_params), nullptr};
+    xmc_status st = api->open(&params, &inst);
+    ASSERT_EQ(st, XMC_OK) << "open failed: " << xmc_status_string(st);
+    ASSERT_NE(inst, nullptr);
+}
+
+void BackendTest::TearDown() {
+    for (auto *e : extra_) api->close(e);
+    extra_.clear();
+    if (inst) {
+        EXPECT_EQ(api->close(inst), XMC_OK);
+    }
+    inst = nullptr;
+}
+
+xmc_instance *BackendTest::open_another() {
+    xmc_instance *other = nullptr;
+    xmc_open_params params{sizeof(xmc_open_params), nullptr};
+    if (api->open(&params, &other) != XMC_OK) return nullptr;
+    extra_.push_back(other);
+    return other;
+}
+
+std::string BackendTest::last_error() const {
+    xmc_error_info e{};
+    api->last_error(inst, &e);
+    std::ostringstream os;
+    os << "[" << xmc_status_string(e.status) << ", native " << e.native_code << ", call '" << e.call
+       << "'] " << e.message;
+    return os.str();
+}
+
+::testing::AssertionResult BackendTest::status_is(xmc_status expected, xmc_status actual) const {
+    if (expected == actual) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "expected status " << xmc_status_string(expected)
+                                         << ", got " << xmc_status_string(actual)
+                                         << (actual != XMC_OK ? " " + last_error() : std::string());
+}
+
+::testing::AssertionResult BackendTest::refused(xmc_status expected, xmc_status actual,
+                                                const char *call) const {
+    if (expected != actual)
+        return ::testing::AssertionFailure() << call << ": expected refusal " << xmc_status_string(expected)
+                                             << ", got " << xmc_status_string(actual)
+                                             << (actual != XMC_OK ? " " + last_error() : std::string());
+    xmc_error_info e{};
+    api->last_error(inst, &e);
+    if (e.status != expected || std::strcmp(e.call, call) != 0 || e.message[0] == 0)
+        return ::testing::AssertionFailure()
+               << call << ": refusal detail must carry the status and name the call; got " << last_error();
+    return ::testing::AssertionSuccess();
+}
+
+} // namespace xmc::conformance

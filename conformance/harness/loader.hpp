@@ -1,0 +1,34 @@
+// Loads a backend plugin by built-in name or by path (SPEC 3): dlopen, then the
+// one entry symbol, then an ABI version check.
+#pragma once
+#include <xmc/backend.h>
+
+#include <string>
+#include <vector>
+
+namespace xmc::conformance {
+
+struct LoadedBackend {
+    std::string spec;          // what the user named: "host" or a path
+    std::string path;          // the library actually loaded
+    const xmc_backend *api = nullptr;
+    void *handle = nullptr;
+
+    bool has(xmc_caps cap) const { return api && (api->capabilities & cap) == cap; }
+};
+
+// Directories searched for libxmc_backend_<name>.so: $XMC_BACKEND_PATH (colon
+// separated), then the running executable's directory, ../lib and ../lib/xmc.
+std::vector<std::string> backend_search_dirs();
+
+// Loads (once per process; later calls return the cached table). On failure
+// returns nullptr and says why in *error.
+const LoadedBackend *load_backend(const std::string &name_or_path, std::string *error);
+
+// Every libxmc_backend_*.so in the search directories.
+std::vector<std::string> discover_backends();
+
+// Comma-separated capability names of a set.
+std::string caps_to_string(xmc_caps caps);
+
+} // namespace xmc::conformance

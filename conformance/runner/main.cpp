@@ -1,0 +1,183 @@
+// xmc: the conformance runner.
+//   xmc list-backends
+//   xmc list-requirements [--check]
+//   xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]
+//               [--timeout SECONDS] [--expect-fail ID,ID]
+//   xmc run --backend NAME|PATH [gtest flags]     (the test bodies, in process)
+#include "catalogue.hpp"
+#include "fixture.hpp"
+#include "loader.hpp"
+#include "qualify.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <set>
+
+using namespace xmc::conformance;
+
+namespace {
+
+int usage() {
+    std::cerr << "usage:\n"
+                 "  xmc list-backends\n"
+                 "  xmc list-requirements [--check]\n"
+                 "  xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]\n"
+                 "              [--timeout SECONDS] [--expect-fail ID[,ID...]]\n"
+                 "  xmc run --backend NAME|PATH [--xmc-results FILE] [gtest flags]\n";
+    return 2;
+}
+
+int list_backends() {
+    for (const auto &name : discover_backends()) {
+        std::string err;
+        const LoadedBackend *b = load_backend(name, &err);
+        if (!b) {
+            std::printf("%-22s (cannot load: %s)\n", name.c_str(), err.c_str());
+            continue;
+        }
+        std::printf("%-22s %-8s caps=%s  %s\n", b->api->name, b->api->version,
+                    caps_to_string(b->api->capabilities).c_str(), b->path.c_str());
+    }
+    return 0;
+}
+
+// Every requirement whose capability some built backend declares (or that
+// checks the model) must have at least one registered test naming it.
+int list_requirements(bool check) {
+    xmc_caps declared = 0;
+    for (const auto &name : discover_backends())
+        if (const LoadedBackend *b = load_backend(name, nullptr)) declared |= b->api->capabilities;
+    std::map<std::string, int> tests;
+    const auto *ut = ::testing::UnitTest::GetInstance();
+    for (int i = 0; i < ut->total_test_suite_count(); ++i) {
+        const auto *suite = ut->GetTestSuite(i);
+        for (int j = 0; j < suite->total_test_count(); ++j)
+            if (const Requirement *r = requirement_of_test(suite->GetTestInfo(j)->name())) tests[r->id]++;
+    }
+    int missing = 0;
+    for (const auto &r : catalogue()) {
+        const xmc_caps bit = capability_bit(r.capability);
+        const bool needed = r.capability == "model" || (bit && (declared & bit));
+        const int n = tests.count(r.id) ? tests[r.id] : 0;
+        std::printf("%-24s %-13s %-22s tests=%-3d %s\n", r.id.c_str(), r.capability.c_str(),
+                    [&] { std::string t; for (auto &x : r.tiers) t += (t.empty() ? "" : ",") + x; return t; }().c_str(),
+                    n, r.summary.c_str());
+        if (check && needed && n == 0 && r.in_tier("pr")) {
+            std::fprintf(stderr, "xmc: requirement %s (capability %s, declared by a built backend) has no test\n",
+                         r.id.c_str(), r.capability.c_str());
+            ++missing;
+        }
+    }
+    if (check) std::printf("xmc: catalogue check: %d requirement(s) without a test\n", missing);
+    return missing ? 1 : 0;
+}
+
+// Records each test's outcome as one JSON line, flushed as it happens, so the
+// parent learns which test was running if this process dies.
+class ResultsListener : public ::testing::EmptyTestEventListener {
+public:
+    explicit ResultsListener(const std::string &path) : out_(path) {}
+    void OnTestStart(const ::testing::TestInfo &info) override {
+        out_ << "{\"event\":\"start\",\"name\":" << quote(full(info)) << "}\n" << std::flush;
+    }
+    void OnTestEnd(const ::testing::TestInfo &info) override {
+        const auto *r = info.result();
+        std::string msg;
+        for (int i = 0; i < r->total_part_count(); ++i) {
+            const auto &p = r->GetTestPartResult(i);
+            if (!msg.empty()) msg += "\n";
+            if (p.file_name()) msg += std::string(p.file_name()) + ":" + std::to_string(p.line_number()) + ": ";
+            msg += p.message();
+        }
+        const char *status = r->Skipped() ? "skipped" : r->Failed() ? "failed" : "passed";
+        out_ << "{\"event\":\"end\",\"name\":" << quote(full(info)) << ",\"status\":\"" << status
+             << "\",\"ms\":" << r->elapsed_time() << ",\"message\":" << quote(msg) << "}\n"
+             << std::flush;
+    }
+
+private:
+    static std::string full(const ::testing::TestInfo &i) {
+        return std::string(i.test_suite_name()) + "." + i.name();
+    }
+    static std::string quote(const std::string &s) {
+        std::string o = "\"";
+        for (unsigned char c : s) {
+            if (c == '"' || c == '\\') { o += '\\'; o += c; }
+            else if (c == '\n') o += "\\n";
+            else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
+            else o += c;
+        }
+        return o + "\"";
+    }
+    std::ofstream out_;
+};
+
+// Removes "--flag VALUE" from argv, returning VALUE ("" if absent).
+std::string take_flag(int &argc, char **argv, const char *flag) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], flag) == 0 && i + 1 < argc) {
+            std::string v = argv[i + 1];
+            for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
+            argc -= 2;
+            return v;
+        }
+    }
+    return "";
+}
+
+bool take_switch(int &argc, char **argv, const char *flag) {
+    for (int i = 1; i < argc; ++i) {
+        if (std::strcmp(argv[i], flag) == 0) {
+            for (int j = i; j + 1 <= argc; ++j) argv[j] = argv[j + 1];
+            --argc;
+            return true;
+        }
+    }
+    return false;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+    if (argc < 2) return usage();
+    const std::string cmd = argv[1];
+    // Drop the subcommand: what follows is that command's flags.
+    for (int j = 1; j + 1 <= argc; ++j) argv[j] = argv[j + 1];
+    --argc;
+
+    const std::string backend = take_flag(argc, argv, "--backend");
+    if (!backend.empty()) selected_backends() = {backend};
+
+    if (cmd == "list-backends") return list_backends();
+    if (cmd == "list-requirements") {
+        const bool check = take_switch(argc, argv, "--check");
+        ::testing::InitGoogleTest(&argc, argv);
+        return list_requirements(check);
+    }
+    if (cmd == "run") {
+        const std::string results = take_flag(argc, argv, "--xmc-results");
+        ::testing::InitGoogleTest(&argc, argv);
+        if (!results.empty())
+            ::testing::UnitTest::GetInstance()->listeners().Append(new ResultsListener(results));
+        return RUN_ALL_TESTS();
+    }
+    if (cmd == "qualify") {
+        QualifyOptions o;
+        o.backend = backend;
+        o.out_dir = take_flag(argc, argv, "--out");
+        o.filter = take_flag(argc, argv, "--filter");
+        o.waivers = take_flag(argc, argv, "--waivers");
+        o.expect_fail = take_flag(argc, argv, "--expect-fail");
+        const std::string t = take_flag(argc, argv, "--timeout");
+        if (!t.empty()) o.timeout_s = std::stoi(t);
+        if (o.backend.empty() || o.out_dir.empty() || argc > 1) return usage();
+        ::testing::InitGoogleTest(&argc, argv);  // registers the tests so they can be listed
+        return qualify(o);
+    }
+    return usage();
+}

@@ -1,0 +1,407 @@
+/* xmc backend ABI: the C interface every backend exports.
+ *
+ * A backend is a shared library exporting one symbol, XMC_BACKEND_ENTRY_SYMBOL
+ * ("xmc_backend_entry"), of type xmc_backend_entry_fn. It returns a table of
+ * function pointers (xmc_backend) with the ABI version, a name, a version
+ * string and a capability set. The runner loads in-tree and vendor backends
+ * the same way (dlopen).
+ *
+ * Versioning: XMC_ABI_VERSION changes only when an existing member changes
+ * meaning. New members are appended to the end of xmc_backend; `struct_size`
+ * says how many bytes of the table the backend filled, so an older backend
+ * loaded by a newer runner reports the missing members as unsupported.
+ *
+ * Capabilities are declared, never guessed: the suite runs a requirement only
+ * when the backend declares its capability, and reports it `unsupported` with
+ * the capability's name otherwise. Entry points of an undeclared capability may
+ * be NULL.
+ *
+ * Errors: every entry point returns an xmc_status. On failure the backend
+ * records the detail (status, the native driver result code if any, the name
+ * of the failing call and a message) in a per-thread, per-instance slot read
+ * by `last_error`. A failed call changes nothing (no half-done state).
+ *
+ * Thread safety: every entry point may be called from any thread at once,
+ * except `close` (no other call on that instance may be in flight) and
+ * the object-destroy calls for the object being destroyed. Host callbacks
+ * enqueued on a stream run on a backend-owned thread and must not call the
+ * backend's driver (VMM-CALLBACK); they may call the backend's API only
+ * where this header says so.
+ */
+#ifndef XMC_BACKEND_H
+#define XMC_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define XMC_ABI_VERSION 1u
+#define XMC_BACKEND_ENTRY_SYMBOL "xmc_backend_entry"
+
+#if defined(__GNUC__)
+#define XMC_EXPORT __attribute__((visibility("default")))
+#else
+#define XMC_EXPORT
+#endif
+
+/* ---- status codes: one per refusal class (SPEC 3) ---------------------- */
+typedef enum xmc_status {
+    XMC_OK = 0,
+    XMC_ERR_INVALID_ARGUMENT = 1,   /* null, zero size, bad alignment, bad flags */
+    XMC_ERR_NOT_PINNED_BASE = 2,    /* free/ref of an address that is no live pinned base */
+    XMC_ERR_ALREADY_REGISTERED = 3, /* range overlaps a registered range */
+    XMC_ERR_NOT_REGISTERED = 4,     /* unregister of anything but a registered base */
+    XMC_ERR_NON_IDENTITY = 5,       /* driver mapped host memory at another device address */
+    XMC_ERR_MEMLOCK = 6,            /* locking would exceed RLIMIT_MEMLOCK */
+    XMC_ERR_UNSUPPORTED = 7,        /* capability, driver, device or extension missing */
+    XMC_ERR_BUSY = 8,               /* work in flight / state does not allow the call */
+    XMC_ERR_DUPLICATE_IN_BATCH = 9, /* a batch names one object twice */
+    XMC_ERR_DRIVER = 10,            /* the native driver failed; see native_code */
+    XMC_ERR_OUT_OF_MEMORY = 11,     /* host or device memory exhausted */
+    XMC_ERR_INVALID_HANDLE = 12,    /* handle never issued, or already closed */
+    XMC_ERR_TIMEOUT = 13,           /* a bounded wait ran out */
+    XMC_ERR_REFUSED = 14,           /* a transfer request was refused by validation/agreement */
+    XMC_ERR_PEER_FAILED = 15,       /* another rank of the group failed */
+    XMC_ERR_NO_DEVICE = 16,         /* device index out of range */
+    XMC_STATUS_COUNT_ = 17
+} xmc_status;
+
+/* ---- capabilities ------------------------------------------------------ */
+typedef uint64_t xmc_caps;
+#define XMC_CAP_PIN          (1ull << 0)
+#define XMC_CAP_PIN_REFS     (1ull << 1)
+#define XMC_CAP_PIN_REGISTER (1ull << 2)
+#define XMC_CAP_REGISTER     (1ull << 3)
+#define XMC_CAP_STREAM       (1ull << 4)
+#define XMC_CAP_COPY         (1ull << 5)
+#define XMC_CAP_VMM          (1ull << 6)
+#define XMC_CAP_TRANSFER     (1ull << 7)
+#define XMC_CAP_COUNT_       8
+
+/* ---- error detail ------------------------------------------------------ */
+typedef struct xmc_error_info {
+    xmc_status status;
+    int64_t native_code;   /* driver result (CUresult, ze_result_t, errno); 0 if none */
+    char call[64];         /* the ABI call that failed, e.g. "pin_alloc" */
+    char message[384];     /* what was refused and why, naming the native call */
+} xmc_error_info;
+
+/* ---- opaque objects ---------------------------------------------------- */
+typedef struct xmc_instance xmc_instance;
+typedef struct xmc_stream xmc_stream;
+typedef struct xmc_event xmc_event;
+typedef struct xmc_slot xmc_slot;
+typedef struct xmc_request xmc_request;
+
+typedef struct xmc_open_params {
+    uint32_t struct_size;  /* sizeof(xmc_open_params) */
+    /* Backend-specific "key=value;key=value" options, may be NULL. Common keys:
+     * vmm_workers=N (1 = serial mode, VMM-SERIAL). Unknown keys are refused. */
+    const char *options;
+} xmc_open_params;
+
+typedef struct xmc_device_info {
+    int32_t index;
+    uint8_t uuid[16];
+    char name[128];
+    uint64_t total_memory;
+} xmc_device_info;
+
+/* ---- pinning ----------------------------------------------------------- */
+#define XMC_NO_DEVICE (-1)
+
+typedef struct xmc_pin_result {
+    void *base;
+    size_t size;            /* usable bytes, >= the bytes asked for */
+    int32_t registered;     /* 1 if registered with the requested device */
+    xmc_status reg_status;  /* why not registered (XMC_OK if registered or not asked) */
+    int64_t reg_native_code;
+} xmc_pin_result;
+
+typedef struct xmc_pin_info {
+    int32_t pinned;  /* 1 if the whole queried extent lies inside one live block */
+    void *base;      /* owning block (valid when pinned) */
+    size_t size;
+} xmc_pin_info;
+
+typedef struct xmc_pin_stats {
+    uint64_t bytes_now;   /* sum of live blocks' sizes */
+    uint64_t bytes_peak;  /* high-water mark of bytes_now */
+    uint64_t blocks_now;
+} xmc_pin_stats;
+
+/* ---- registration ------------------------------------------------------ */
+typedef enum xmc_reg_align_policy {
+    XMC_REG_ALIGN_REFUSE = 0, /* unaligned address or size: XMC_ERR_INVALID_ARGUMENT */
+    XMC_REG_ALIGN_ROUND = 1   /* rounded out to pages; the rounded base is recorded */
+} xmc_reg_align_policy;
+
+typedef struct xmc_reg_info {
+    int32_t registered;
+    void *base;        /* recorded base (rounded under XMC_REG_ALIGN_ROUND) */
+    size_t size;       /* recorded size */
+    int32_t device;
+} xmc_reg_info;
+
+/* ---- streams and copies ------------------------------------------------ */
+typedef enum xmc_mem_kind {
+    XMC_MEM_HOST = 0,       /* pageable host memory */
+    XMC_MEM_PINNED = 1,     /* from pin_alloc */
+    XMC_MEM_REGISTERED = 2, /* registered with reg_register */
+    XMC_MEM_DEVICE = 3      /* from dev_alloc (or a slot address) */
+} xmc_mem_kind;
+
+typedef void (*xmc_host_fn)(void *user);
+
+/* A 3-D strided copy (1-D: height = depth = 1; 2-D: depth = 1). Element
+ * (x, y, z) of a side lives at ptr + (z0+z)*slice_pitch + (y0+y)*pitch + x0 + x,
+ * with x counted in bytes. Only the described bytes are written. */
+typedef struct xmc_copy_side {
+    void *ptr;
+    xmc_mem_kind kind;
+    int32_t device;      /* device of DEVICE memory; ignored otherwise */
+    size_t x_bytes;      /* storage offsets */
+    size_t y;
+    size_t z;
+    size_t pitch;        /* bytes between rows, >= width_bytes + x_bytes */
+    size_t slice_pitch;  /* bytes between slices, >= pitch * rows used */
+} xmc_copy_side;
+
+typedef struct xmc_copy_desc {
+    xmc_copy_side src;
+    xmc_copy_side dst;
+    size_t width_bytes;
+    size_t height;
+    size_t depth;
+} xmc_copy_desc;
+
+/* ---- VMM slots --------------------------------------------------------- */
+#define XMC_REMAP_DEFER_COPY 1u
+
+typedef struct xmc_slot_info {
+    void *address;        /* fixed for the slot's life (VMM-STABLE) */
+    size_t size;          /* requested size rounded up to the granularity */
+    int32_t device;
+} xmc_slot_info;
+
+typedef struct xmc_request_info {
+    int32_t callback_fired;  /* the stream reached the request's point */
+    int32_t done;            /* the worker finished (successfully or not) */
+    xmc_status status;       /* the request's outcome once done */
+    int64_t native_code;     /* driver code of an asynchronous failure */
+    uint32_t slots;          /* slots the request covers */
+    uint32_t copies_launched;/* reload copies started */
+    uint32_t adopted;        /* 1 once adopted */
+} xmc_request_info;
+
+/* ---- affine transfer --------------------------------------------------- */
+#define XMC_MAX_DIMS 8
+
+/* One segment of a plan, positions within the shards in elements. */
+typedef struct xmc_segment {
+    int32_t src_rank;
+    int32_t tgt_rank;
+    int32_t ndim;
+    int64_t extents[XMC_MAX_DIMS];
+    int64_t src_offset;
+    int64_t src_strides[XMC_MAX_DIMS];
+    int64_t tgt_offset;
+    int64_t tgt_strides[XMC_MAX_DIMS];
+} xmc_segment;
+
+typedef struct xmc_plan_view {
+    const xmc_segment *segments;
+    size_t segment_count;
+    uint64_t digest;     /* the planner's digest of the segments and shape */
+} xmc_plan_view;
+
+/* This rank's buffer for one side: element (logical shard index i) of a
+ * row-major shard of `shape` lives at ptr + (offset + sum(idx[k]*strides[k])) * elem. */
+typedef struct xmc_shard_buffer {
+    void *ptr;             /* NULL when this rank holds no shard on this side */
+    xmc_mem_kind kind;
+    int32_t device;
+    uint64_t capacity;     /* elements addressable from ptr */
+    int32_t ndim;
+    int64_t shape[XMC_MAX_DIMS];
+    int64_t offset;
+    int64_t strides[XMC_MAX_DIMS];
+} xmc_shard_buffer;
+
+/* The group a transfer runs in: ranks are labels taken from the group (never
+ * from a default world). The transport is supplied by the caller. */
+typedef struct xmc_transport {
+    void *ctx;
+    /* index-based: peers are positions in `ranks` */
+    int (*send)(void *ctx, int32_t peer_index, const void *buf, size_t bytes, uint64_t tag);
+    int (*recv)(void *ctx, int32_t peer_index, void *buf, size_t bytes, uint64_t tag);
+    /* every member contributes `bytes` and receives all members' contributions
+     * in group order into out (size bytes * size); bounded by timeout_ms */
+    int (*all_gather)(void *ctx, const void *in, void *out, size_t bytes, uint32_t timeout_ms);
+    const char *name;      /* "threads", "gloo", "nccl" */
+} xmc_transport;
+
+typedef struct xmc_group {
+    int32_t my_index;        /* position of this process in ranks */
+    int32_t size;
+    const int32_t *ranks;    /* the rank labels, in group order */
+    const xmc_transport *transport;
+    uint32_t timeout_ms;     /* AFF-NO-HANG bound */
+} xmc_group;
+
+typedef struct xmc_transfer_args {
+    uint32_t struct_size;
+    xmc_plan_view plan;
+    xmc_shard_buffer source;
+    xmc_shard_buffer target;
+    size_t elem_size;
+    uint64_t staging_budget;  /* bytes per peer direction */
+    const xmc_group *group;
+    xmc_stream *stream;       /* may be NULL for host buffers */
+} xmc_transfer_args;
+
+typedef struct xmc_transfer_stats {
+    uint64_t segments;
+    uint64_t chunks;
+    uint64_t rounds;
+    uint64_t bytes_sent;
+    uint64_t bytes_received;
+    uint64_t bytes_copied_locally;
+    uint64_t staging_peak;    /* largest staging used for one peer direction */
+} xmc_transfer_stats;
+
+/* ---- the table --------------------------------------------------------- */
+typedef struct xmc_backend {
+    uint32_t abi_version;   /* XMC_ABI_VERSION */
+    uint32_t struct_size;   /* sizeof(xmc_backend) as the backend was built */
+    const char *name;
+    const char *version;
+    xmc_caps capabilities;
+
+    /* always */
+    xmc_status (*open)(const xmc_open_params *params, xmc_instance **out);
+    xmc_status (*close)(xmc_instance *inst);
+    xmc_status (*device_count)(xmc_instance *inst, int32_t *count);
+    xmc_status (*device_info)(xmc_instance *inst, int32_t index, xmc_device_info *out);
+    /* copies the calling thread's last error on this instance; XMC_OK if none */
+    void (*last_error)(xmc_instance *inst, xmc_error_info *out);
+    const char *(*status_name)(xmc_status status);
+
+    /* pin */
+    xmc_status (*pin_alloc)(xmc_instance *inst, size_t bytes, size_t alignment,
+                            int32_t device, xmc_pin_result *out);
+    xmc_status (*pin_free)(xmc_instance *inst, void *base);
+    xmc_status (*pin_query)(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out);
+    xmc_status (*pin_stats)(xmc_instance *inst, xmc_pin_stats *out);
+
+    /* pin_refs: the allocation holds one owner reference, dropped by pin_free;
+     * pin_ref/pin_unref take and drop extra references through any interior
+     * address. The block is released when no reference is left. */
+    xmc_status (*pin_ref)(xmc_instance *inst, const void *addr);
+    xmc_status (*pin_unref)(xmc_instance *inst, const void *addr);
+
+    /* register */
+    xmc_status (*reg_register)(xmc_instance *inst, void *addr, size_t bytes, int32_t device,
+                               uint32_t flags, xmc_reg_info *out);
+    xmc_status (*reg_unregister)(xmc_instance *inst, void *base);
+    xmc_status (*reg_query)(xmc_instance *inst, const void *addr, xmc_reg_info *out);
+    xmc_reg_align_policy (*reg_align_policy)(xmc_instance *inst);
+
+    /* stream */
+    xmc_status (*stream_create)(xmc_instance *inst, int32_t device, xmc_stream **out);
+    xmc_status (*stream_destroy)(xmc_instance *inst, xmc_stream *s);
+    xmc_status (*stream_synchronize)(xmc_instance *inst, xmc_stream *s);
+    xmc_status (*event_create)(xmc_instance *inst, int32_t device, xmc_event **out);
+    xmc_status (*event_destroy)(xmc_instance *inst, xmc_event *e);
+    xmc_status (*event_record)(xmc_instance *inst, xmc_event *e, xmc_stream *s);
+    xmc_status (*event_synchronize)(xmc_instance *inst, xmc_event *e);
+    xmc_status (*stream_wait_event)(xmc_instance *inst, xmc_stream *s, xmc_event *e);
+    xmc_status (*host_callback)(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user);
+    xmc_status (*dev_alloc)(xmc_instance *inst, int32_t device, size_t bytes, void **out);
+    xmc_status (*dev_free)(xmc_instance *inst, void *ptr);
+
+    /* copy */
+    xmc_status (*copy)(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
+
+    /* vmm */
+    xmc_status (*slot_create)(xmc_instance *inst, int32_t device, size_t bytes,
+                              xmc_slot **out, xmc_slot_info *info);
+    xmc_status (*slot_release)(xmc_instance *inst, xmc_slot *slot, xmc_stream *s,
+                               xmc_request **out);
+    xmc_status (*slot_remap)(xmc_instance *inst, xmc_slot *slot, xmc_stream *s,
+                             const void *host_src, size_t src_bytes, uint32_t flags,
+                             xmc_request **out);
+    xmc_status (*slot_release_batch)(xmc_instance *inst, xmc_slot *const *slots, size_t n,
+                                     xmc_stream *s, xmc_request **out);
+    xmc_status (*slot_remap_batch)(xmc_instance *inst, xmc_slot *const *slots, size_t n,
+                                   xmc_stream *s, const void *const *host_srcs,
+                                   const size_t *src_bytes, uint32_t flags, xmc_request **out);
+    /* start the deferred copy of slot `index` of a remap request on `s`; waits
+     * for the remap itself first; a second launch for one slot is XMC_ERR_BUSY */
+    xmc_status (*request_launch_copy)(xmc_instance *inst, xmc_request *r, uint32_t index,
+                                      xmc_stream *s);
+    xmc_status (*request_wait)(xmc_instance *inst, xmc_request *r, uint32_t timeout_ms);
+    xmc_status (*request_adopt)(xmc_instance *inst, xmc_request *r);
+    xmc_status (*request_query)(xmc_instance *inst, xmc_request *r, xmc_request_info *out);
+    /* make `s` wait for the request's reload copies (VMM-EVENT-WAIT) */
+    xmc_status (*request_stream_wait)(xmc_instance *inst, xmc_request *r, xmc_stream *s);
+    xmc_status (*request_destroy)(xmc_instance *inst, xmc_request *r);
+    xmc_status (*slot_close)(xmc_instance *inst, xmc_slot *slot);
+    xmc_status (*device_free_memory)(xmc_instance *inst, int32_t device, uint64_t *free_bytes,
+                                     uint64_t *total_bytes);
+
+    /* transfer */
+    xmc_status (*transfer_execute)(xmc_instance *inst, const xmc_transfer_args *args,
+                                   xmc_transfer_stats *stats);
+} xmc_backend;
+
+typedef const xmc_backend *(*xmc_backend_entry_fn)(uint32_t runner_abi_version);
+
+/* Every backend library defines exactly this symbol. */
+XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t runner_abi_version);
+
+/* Names of status codes and capabilities, for messages and reports. */
+static inline const char *xmc_status_string(xmc_status s) {
+    switch (s) {
+    case XMC_OK: return "ok";
+    case XMC_ERR_INVALID_ARGUMENT: return "invalid_argument";
+    case XMC_ERR_NOT_PINNED_BASE: return "not_pinned_base";
+    case XMC_ERR_ALREADY_REGISTERED: return "already_registered";
+    case XMC_ERR_NOT_REGISTERED: return "not_registered";
+    case XMC_ERR_NON_IDENTITY: return "non_identity_mapping";
+    case XMC_ERR_MEMLOCK: return "memlock_limit";
+    case XMC_ERR_UNSUPPORTED: return "unsupported";
+    case XMC_ERR_BUSY: return "busy";
+    case XMC_ERR_DUPLICATE_IN_BATCH: return "duplicate_in_batch";
+    case XMC_ERR_DRIVER: return "driver_error";
+    case XMC_ERR_OUT_OF_MEMORY: return "out_of_memory";
+    case XMC_ERR_INVALID_HANDLE: return "invalid_handle";
+    case XMC_ERR_TIMEOUT: return "timeout";
+    case XMC_ERR_REFUSED: return "refused";
+    case XMC_ERR_PEER_FAILED: return "peer_failed";
+    case XMC_ERR_NO_DEVICE: return "no_device";
+    default: return "unknown_status";
+    }
+}
+
+static inline const char *xmc_cap_string(xmc_caps single_cap) {
+    switch (single_cap) {
+    case XMC_CAP_PIN: return "pin";
+    case XMC_CAP_PIN_REFS: return "pin_refs";
+    case XMC_CAP_PIN_REGISTER: return "pin_register";
+    case XMC_CAP_REGISTER: return "register";
+    case XMC_CAP_STREAM: return "stream";
+    case XMC_CAP_COPY: return "copy";
+    case XMC_CAP_VMM: return "vmm";
+    case XMC_CAP_TRANSFER: return "transfer";
+    default: return "unknown_capability";
+    }
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* XMC_BACKEND_H */

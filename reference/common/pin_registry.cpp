@@ -1,0 +1,167 @@
+#include "pin_registry.hpp"
+
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+namespace xmc::be {
+
+PinRegistry &PinRegistry::process() {
+    static PinRegistry registry;  // one per backend library, whatever the instances
+    return registry;
+}
+
+size_t PinRegistry::page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+static bool is_power_of_two(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment, PinBlock *out) {
+    const size_t page = page_size();
+    if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
+    if (bytes == 0) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: size is 0");
+    if (!is_power_of_two(alignment))
+        return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
+                    "pin_alloc: alignment %zu is not a power of two", alignment);
+    if (bytes > SIZE_MAX - page)
+        return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
+                    "pin_alloc: size %zu overflows when rounded up to pages", bytes);
+    // Whole pages, so that no two blocks share a page and munlock of one never
+    // unlocks another.
+    const size_t size = (bytes + page - 1) / page * page;
+    const size_t align = alignment < page ? page : alignment;
+
+    void *p = nullptr;
+    int rc = posix_memalign(&p, align, size);
+    if (rc != 0)
+        return fail(inst, XMC_ERR_OUT_OF_MEMORY, rc, "pin_alloc",
+                    "pin_alloc: posix_memalign(%zu, %zu) failed: %s", align, size, std::strerror(rc));
+    if (mlock(p, size) != 0) {
+        const int err = errno;
+        std::free(p);  // nothing leaks and nothing was accounted
+        if (err == ENOMEM || err == EPERM) {
+            struct rlimit lim{};
+            getrlimit(RLIMIT_MEMLOCK, &lim);
+            return fail(inst, XMC_ERR_MEMLOCK, err, "pin_alloc",
+                        "pin_alloc: mlock of %zu bytes refused (%s): RLIMIT_MEMLOCK is %llu bytes",
+                        size, std::strerror(err), static_cast<unsigned long long>(lim.rlim_cur));
+        }
+        return fail(inst, XMC_ERR_DRIVER, err, "pin_alloc", "pin_alloc: mlock failed: %s",
+                    std::strerror(err));
+    }
+    PinBlock block;
+    block.base = reinterpret_cast<uintptr_t>(p);
+    block.size = size;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        blocks_[block.base] = block;
+        bytes_now_ += size;
+        if (bytes_now_ > bytes_peak_) bytes_peak_ = bytes_now_;
+    }
+    *out = block;
+    return ok();
+}
+
+void PinRegistry::set_device(uintptr_t base, int32_t device) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(base);
+    if (it != blocks_.end()) it->second.device = device;
+}
+
+std::map<uintptr_t, PinBlock>::iterator PinRegistry::find_containing(uintptr_t addr) {
+    auto it = blocks_.upper_bound(addr);  // first block starting after addr
+    if (it == blocks_.begin()) return blocks_.end();
+    --it;                                 // last block starting at or before addr
+    return addr < it->second.base + it->second.size ? it : blocks_.end();
+}
+
+std::map<uintptr_t, PinBlock>::const_iterator PinRegistry::find_containing(uintptr_t addr) const {
+    auto it = blocks_.upper_bound(addr);
+    if (it == blocks_.begin()) return blocks_.end();
+    --it;
+    return addr < it->second.base + it->second.size ? it : blocks_.end();
+}
+
+void PinRegistry::release(std::map<uintptr_t, PinBlock>::iterator it) {
+    const PinBlock block = it->second;
+    blocks_.erase(it);
+    bytes_now_ -= block.size;
+    if (release_hook_) release_hook_(block);
+    void *p = reinterpret_cast<void *>(block.base);
+    munlock(p, block.size);
+    std::free(p);
+}
+
+xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
+    std::lock_guard<std::mutex> lock(mu_);
+    const auto addr = reinterpret_cast<uintptr_t>(base);
+    auto it = blocks_.find(addr);
+    // Exactly a live base whose owner reference is still held: an interior or
+    // unknown address, or a second free, is refused and changes nothing.
+    if (it == blocks_.end() || !it->second.owner_alive) {
+        auto in = find_containing(addr);
+        const char *why = in == blocks_.end() ? "is not inside any pinned block"
+                          : in->second.base != addr ? "is interior to a pinned block"
+                                                    : "was already freed (references still held)";
+        return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_free", "pin_free: address %p %s",
+                    base, why);
+    }
+    it->second.owner_alive = false;
+    if (it->second.extra_refs == 0) release(it);
+    return ok();
+}
+
+xmc_status PinRegistry::query(xmc_instance *inst, const void *addr, size_t len,
+                              xmc_pin_info *out) const {
+    if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_query", "pin_query: result pointer is NULL");
+    *out = xmc_pin_info{};
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    const size_t n = len == 0 ? 1 : len;  // a length of 0 asks about the address alone
+    if (a > UINTPTR_MAX - n) return ok(); // wraps: cannot lie in one block
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = find_containing(a);
+    // Pinned only when the whole extent lies in one block, not just its start.
+    if (it != blocks_.end() && a + n <= it->second.base + it->second.size) {
+        out->pinned = 1;
+        out->base = reinterpret_cast<void *>(it->second.base);
+        out->size = it->second.size;
+    }
+    return ok();
+}
+
+xmc_status PinRegistry::ref(xmc_instance *inst, const void *addr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = find_containing(reinterpret_cast<uintptr_t>(addr));
+    if (it == blocks_.end())
+        return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_ref", "pin_ref: %p is not inside any pinned block", addr);
+    ++it->second.extra_refs;
+    return ok();
+}
+
+xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = find_containing(reinterpret_cast<uintptr_t>(addr));
+    if (it == blocks_.end())
+        return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_unref", "pin_unref: %p is not inside any pinned block", addr);
+    if (it->second.extra_refs == 0)
+        return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_unref",
+                    "pin_unref: block %p holds no reference taken with pin_ref",
+                    reinterpret_cast<void *>(it->second.base));
+    // Released only when the last reference goes, owner's included.
+    if (--it->second.extra_refs == 0 && !it->second.owner_alive) release(it);
+    return ok();
+}
+
+xmc_status PinRegistry::stats(xmc_instance *inst, xmc_pin_stats *out) const {
+    if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_stats", "pin_stats: result pointer is NULL");
+    std::lock_guard<std::mutex> lock(mu_);
+    out->bytes_now = bytes_now_;
+    out->bytes_peak = bytes_peak_;
+    out->blocks_now = blocks_.size();
+    return ok();
+}
+
+} // namespace xmc::be

@@ -1,0 +1,58 @@
+// Process-wide registry of pinned blocks: posix_memalign + mlock, an ordered
+// map from base address to block (a lookup is a logarithmic search, never a
+// scan), byte accounting and references (PIN-*). One registry per backend
+// library, shared by all its instances (PIN-SHARED).
+#pragma once
+#include "errors.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace xmc::be {
+
+struct PinBlock {
+    uintptr_t base = 0;
+    size_t size = 0;             // page-rounded; what query reports
+    bool owner_alive = true;     // the allocation's own reference, dropped by free
+    uint32_t extra_refs = 0;     // references taken with ref()
+    int32_t device = XMC_NO_DEVICE;  // device it is registered with, if any
+};
+
+class PinRegistry {
+public:
+    // Called after a block leaves the registry and before its memory is
+    // unlocked and freed (a GPU backend unregisters it from the driver here).
+    using ReleaseHook = void (*)(const PinBlock &block);
+
+    static PinRegistry &process();
+    static size_t page_size();
+
+    void set_release_hook(ReleaseHook hook) { release_hook_ = hook; }
+
+    // Allocates and locks; on success the block is live and accounted.
+    xmc_status alloc(xmc_instance *inst, size_t bytes, size_t alignment, PinBlock *out);
+    // Records the device a live block was registered with.
+    void set_device(uintptr_t base, int32_t device);
+    xmc_status free(xmc_instance *inst, void *base);
+    xmc_status query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) const;
+    xmc_status ref(xmc_instance *inst, const void *addr);
+    xmc_status unref(xmc_instance *inst, const void *addr);
+    xmc_status stats(xmc_instance *inst, xmc_pin_stats *out) const;
+
+private:
+    // The live block containing addr, or blocks_.end(). Caller holds mu_.
+    std::map<uintptr_t, PinBlock>::iterator find_containing(uintptr_t addr);
+    std::map<uintptr_t, PinBlock>::const_iterator find_containing(uintptr_t addr) const;
+    // Removes a block with no reference left and gives its memory back.
+    void release(std::map<uintptr_t, PinBlock>::iterator it);
+
+    mutable std::mutex mu_;
+    std::map<uintptr_t, PinBlock> blocks_;
+    uint64_t bytes_now_ = 0;
+    uint64_t bytes_peak_ = 0;
+    ReleaseHook release_hook_ = nullptr;
+};
+
+} // namespace xmc::be

@@ -1,0 +1,41 @@
+// Pinning on the host: posix_memalign + mlock, tracked in the process-wide
+// registry (PIN-ALLOC .. PIN-REFS). The host has no device to register with,
+// so the capability pin_register is not declared and a device is refused.
+#include "host.hpp"
+
+namespace xmc::host {
+
+using be::PinRegistry;
+
+xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device,
+                     xmc_pin_result *out) {
+    if (device != XMC_NO_DEVICE)
+        return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
+                        "pin_alloc: the host backend cannot register with device %d "
+                        "(capability pin_register not declared)", device);
+    be::PinBlock block;
+    xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
+    if (st != XMC_OK) return st;
+    *out = xmc_pin_result{};
+    out->base = reinterpret_cast<void *>(block.base);
+    out->size = block.size;
+    return XMC_OK;
+}
+
+xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
+
+xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {
+    return PinRegistry::process().query(inst, addr, len, out);
+}
+
+xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) {
+    return PinRegistry::process().stats(inst, out);
+}
+
+xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
+
+xmc_status pin_unref(xmc_instance *inst, const void *addr) {
+    return PinRegistry::process().unref(inst, addr);
+}
+
+} // namespace xmc::host
