@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -171,9 +172,13 @@ int qualify(const QualifyOptions &o) {
     }
     const std::vector<Waiver> waivers = read_waivers(o.waivers, &err);
     if (!err.empty()) { std::fprintf(stderr, "xmc qualify: %s\n", err.c_str()); return 2; }
-    mkdir(o.out_dir.c_str(), 0755);
     const std::string logs = o.out_dir + "/logs";
-    mkdir(logs.c_str(), 0755);
+    std::error_code ec;
+    std::filesystem::create_directories(logs, ec);
+    if (ec) {
+        std::fprintf(stderr, "xmc qualify: cannot create %s: %s\n", logs.c_str(), ec.message().c_str());
+        return 2;
+    }
     std::printf("xmc qualify: backend %s %s (%s), capabilities: %s\n", b->api->name, b->api->version,
                 b->path.c_str(), caps_to_string(b->api->capabilities).c_str());
 

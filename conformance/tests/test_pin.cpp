@@ -143,7 +143,9 @@ struct PinSut {
         // Leave the registry as found: drop every reference still held.
         for (const auto &b : blocks) {
             xmc_pin_info q{};
-            while (api->pin_query(inst, b.base, 1, &q) == XMC_OK && q.pinned && q.base == b.base) {
+            // Bounded: a broken backend may answer OK and release nothing.
+            for (int tries = 0; tries < 1000 && api->pin_query(inst, b.base, 1, &q) == XMC_OK && q.pinned &&
+                                q.base == b.base; ++tries) {
                 if (api->pin_unref && api->pin_unref(inst, b.base) == XMC_OK) continue;
                 if (api->pin_free(inst, b.base) != XMC_OK) break;
             }
@@ -541,10 +543,8 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
                 // already belong to another thread's block.
                 const int b = rng() % nblocks;
                 if (!model.blocks()[b].live) continue;
-                PinAddr a{b, PinAddr::Base, (rng() % 2) ? 0 : 1 + rng() % (model.blocks()[b].bytes)};
-                if (a.delta >= model.blocks()[b].bytes) a.delta = 0;
-                auto *p = static_cast<char *>(mine[b].base) + a.delta;
-                xmc_status st = api->pin_free(inst, p);
+                PinAddr a{b, PinAddr::Base, 0};  // refusals are PIN-FREE's; here frees race allocations
+                xmc_status st = api->pin_free(inst, mine[b].base);
                 if (st != model.free(a)) fail("free status " + std::string(xmc_status_string(st)));
             } else if (kind == 2 || kind == 3) {
                 const int b = rng() % nblocks;

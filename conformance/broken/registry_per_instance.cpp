@@ -1,0 +1,28 @@
+// Bug (seed 001): each instance keeps its own registry, so two managers in one
+// process disagree about what is pinned.
+#include "broken.hpp"
+
+namespace xmc::broken {
+struct Instance : xmc_instance {
+    be::PinRegistry registry;  // the bug: not process-wide
+};
+static xmc_status open(const xmc_open_params *, xmc_instance **out) { *out = new Instance(); return XMC_OK; }
+static xmc_status close(xmc_instance *inst) { delete static_cast<Instance *>(inst); return XMC_OK; }
+static be::PinRegistry &reg(xmc_instance *inst) { return static_cast<Instance *>(inst)->registry; }
+static xmc_status pin_alloc(xmc_instance *inst, size_t n, size_t align, int32_t, xmc_pin_result *out) {
+    be::PinBlock b;
+    xmc_status st = reg(inst).alloc(inst, n, align, &b);
+    if (st == XMC_OK) *out = xmc_pin_result{reinterpret_cast<void *>(b.base), b.size, 0, XMC_OK, 0};
+    return st;
+}
+static xmc_status pin_free(xmc_instance *i, void *p) { return reg(i).free(i, p); }
+static xmc_status pin_query(xmc_instance *i, const void *p, size_t n, xmc_pin_info *o) { return reg(i).query(i, p, n, o); }
+static xmc_status pin_stats(xmc_instance *i, xmc_pin_stats *o) { return reg(i).stats(i, o); }
+static xmc_status pin_ref(xmc_instance *i, const void *p) { return reg(i).ref(i, p); }
+static xmc_status pin_unref(xmc_instance *i, const void *p) { return reg(i).unref(i, p); }
+void plant(xmc_backend &t) {
+    t.open = open; t.close = close; t.pin_alloc = pin_alloc; t.pin_free = pin_free; t.pin_query = pin_query;
+    t.pin_stats = pin_stats; t.pin_ref = pin_ref; t.pin_unref = pin_unref;
+}
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_registry_per_instance")
