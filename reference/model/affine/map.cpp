@@ -1,0 +1,465 @@
+// Affine maps: geometry helpers, validation (AFF-MAP-VALID), builders and the extract/rebuild oracle.
+#include "detail.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+#include <set>
+#include <stdexcept>
+#include <tuple>
+
+namespace xmc::affine {
+
+const char* reason_name(Reason r) {
+    switch (r) {
+        case Reason::TooManyDims: return "TooManyDims";
+        case Reason::NegativeExtent: return "NegativeExtent";
+        case Reason::ArityMismatch: return "ArityMismatch";
+        case Reason::SizeOverflow: return "SizeOverflow";
+        case Reason::BadRankLabel: return "BadRankLabel";
+        case Reason::BadLocations: return "BadLocations";
+        case Reason::NotRowMajor: return "NotRowMajor";
+        case Reason::PieceOutsideTensor: return "PieceOutsideTensor";
+        case Reason::PieceOutsideShard: return "PieceOutsideShard";
+        case Reason::ShardOverlap: return "ShardOverlap";
+        case Reason::ShardGap: return "ShardGap";
+        case Reason::LocationsOverlap: return "LocationsOverlap";
+        case Reason::LocationsNotHeld: return "LocationsNotHeld";
+        case Reason::ShardWithoutPieces: return "ShardWithoutPieces";
+        case Reason::MalformedJson: return "MalformedJson";
+        case Reason::MalformedField: return "MalformedField";
+        case Reason::ShapeMismatch: return "ShapeMismatch";
+        case Reason::TargetNotHeld: return "TargetNotHeld";
+        case Reason::ScaleNotOne: return "ScaleNotOne";
+        case Reason::PiecesOverBudget: return "PiecesOverBudget";
+        case Reason::SegmentsOverBudget: return "SegmentsOverBudget";
+        case Reason::DimsOverBudget: return "DimsOverBudget";
+        case Reason::InvalidReplicaChoice: return "InvalidReplicaChoice";
+        case Reason::UnknownRank: return "UnknownRank";
+        case Reason::BufferMismatch: return "BufferMismatch";
+        case Reason::BadElementSize: return "BadElementSize";
+        case Reason::SegmentOutOfBounds: return "SegmentOutOfBounds";
+        case Reason::ReplicaMismatch: return "ReplicaMismatch";
+    }
+    return "?";
+}
+
+int64_t numel(const std::vector<int64_t>& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
+}
+
+std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
+    std::vector<int64_t> st(shape.size(), 1);
+    for (std::size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
+    return st;
+}
+
+namespace detail {
+
+std::string to_string(const Index& v) {
+    std::string s = "[";
+    for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+}
+
+Index unravel(int64_t offset, const Index& shape) {
+    Index idx(shape.size(), 0);
+    for (std::size_t d = shape.size(); d-- > 0;) {
+        if (shape[d] == 0) continue;
+        idx[d] = offset % shape[d];
+        offset /= shape[d];
+    }
+    return idx;
+}
+
+int64_t ravel(const Index& idx, const Index& shape) {
+    int64_t off = 0;
+    for (std::size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
+    return off;
+}
+
+bool is_empty(const Index& extents) {
+    return std::any_of(extents.begin(), extents.end(), [](int64_t e) { return e == 0; });
+}
+
+bool intersect(const Box& a, const Box& b, Box* out) {
+    Box r{Index(a.lo.size()), Index(a.lo.size())};
+    for (std::size_t d = 0; d < a.lo.size(); ++d) {
+        r.lo[d] = std::max(a.lo[d], b.lo[d]);
+        int64_t hi = std::min(a.lo[d] + a.ext[d], b.lo[d] + b.ext[d]);
+        if (hi <= r.lo[d]) return false;
+        r.ext[d] = hi - r.lo[d];
+    }
+    if (out) *out = std::move(r);
+    return true;
+}
+
+std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<Box>& a,
+                                                                   const std::vector<Box>* b) {
+    const bool self = (b == nullptr);
+    const std::vector<Box>* sets[2] = {&a, self ? &a : b};
+    std::vector<std::pair<std::size_t, std::size_t>> pairs;
+    std::size_t ndim = a.empty() ? (self || b->empty() ? 0 : b->front().lo.size()) : a.front().lo.size();
+
+    // Sweep axis: the one where an average point is covered by the fewest boxes
+    // (sum of extents / span), so that the active lists stay short.
+    std::size_t axis = 0;
+    double best = -1;
+    for (std::size_t d = 0; d < ndim; ++d) {
+        int64_t lo = INT64_MAX, hi = INT64_MIN;
+        double sum = 0;
+        for (int s = 0; s < (self ? 1 : 2); ++s)
+            for (const Box& x : *sets[s]) {
+                if (is_empty(x.ext)) continue;
+                lo = std::min(lo, x.lo[d]);
+                hi = std::max(hi, x.lo[d] + x.ext[d]);
+                sum += double(x.ext[d]);
+            }
+        double cost = hi > lo ? sum / double(hi - lo) : 0;
+        if (best < 0 || cost < best) best = cost, axis = d;
+    }
+
+    struct Item {
+        int64_t start, end;
+        int set;
+        std::size_t idx;
+    };
+    std::vector<Item> items;
+    for (int s = 0; s < (self ? 1 : 2); ++s)
+        for (std::size_t i = 0; i < sets[s]->size(); ++i) {
+            const Box& x = (*sets[s])[i];
+            if (is_empty(x.ext)) continue;
+            // A 0-D box is the single element: every 0-D pair overlaps, so sweep a unit interval.
+            int64_t start = ndim ? x.lo[axis] : 0, end = ndim ? x.lo[axis] + x.ext[axis] : 1;
+            items.push_back({start, end, s, i});
+        }
+    std::sort(items.begin(), items.end(), [](const Item& x, const Item& y) {
+        return std::tie(x.start, x.set, x.idx) < std::tie(y.start, y.set, y.idx);
+    });
+    std::vector<const Item*> active[2];
+    for (const Item& it : items) {
+        // Boxes of the other set (or of the one set) that started earlier and still reach `start`.
+        auto& act = active[self ? 0 : 1 - it.set];
+        act.erase(std::remove_if(act.begin(), act.end(), [&](const Item* x) { return x->end <= it.start; }),
+                  act.end());
+        const Box& mine = (*sets[it.set])[it.idx];
+        for (const Item* o : act) {
+            if (!intersect(mine, (*sets[o->set])[o->idx], nullptr)) continue;
+            if (self) pairs.emplace_back(std::min(o->idx, it.idx), std::max(o->idx, it.idx));
+            else if (it.set == 0) pairs.emplace_back(it.idx, o->idx);
+            else pairs.emplace_back(o->idx, it.idx);
+        }
+        active[self ? 0 : it.set].push_back(&it);
+    }
+    return pairs;
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
+// Element count, or -1 on int64 overflow (sizes already checked non-negative).
+int64_t checked_numel(const Index& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape)
+        if (__builtin_mul_overflow(n, s, &n)) return -1;
+    return n;
+}
+
+std::string where(int rank, std::size_t piece) {
+    return "rank " + std::to_string(rank) + " piece " + std::to_string(piece) + ": ";
+}
+
+// Malformed input: dims, sizes, vector lengths, rank labels, locations.
+std::optional<Refusal> validate_form(const Map& m) {
+    const std::size_t n = m.shape.size();
+    if (n > kMaxDims) return refuse(Reason::TooManyDims, "tensor has " + std::to_string(n) + " dims, at most 8");
+    auto negative = [](const Index& v) { return std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 0; }); };
+    if (negative(m.shape)) return refuse(Reason::NegativeExtent, "shape " + to_string(m.shape) + " is negative");
+    if (checked_numel(m.shape) < 0) return refuse(Reason::SizeOverflow, "shape " + to_string(m.shape) + " overflows");
+    std::set<int> declared;
+    for (const RankLayout& r : m.ranks)
+        if (r.rank < 0 || !declared.insert(r.rank).second)
+            return refuse(Reason::BadRankLabel, "rank label " + std::to_string(r.rank) + " is negative or repeated");
+    for (const RankLayout& r : m.ranks) {
+        const std::string rk = "rank " + std::to_string(r.rank) + ": ";
+        if (r.shard_shape.size() != n) return refuse(Reason::ArityMismatch, rk + "shard_shape has wrong number of dims");
+        if (negative(r.shard_shape)) return refuse(Reason::NegativeExtent, rk + "shard_shape is negative");
+        if (checked_numel(r.shard_shape) < 0) return refuse(Reason::SizeOverflow, rk + "shard_shape overflows");
+        for (std::size_t i = 0; i < r.pieces.size(); ++i) {
+            const Piece& p = r.pieces[i];
+            if (p.extents.size() != n || p.logical_strides.size() != n || p.shard_strides.size() != n)
+                return refuse(Reason::ArityMismatch, where(r.rank, i) + "extents/strides need " + std::to_string(n) + " dims");
+            if (negative(p.extents)) return refuse(Reason::NegativeExtent, where(r.rank, i) + "negative extent");
+            std::set<int> locs(p.locations.begin(), p.locations.end());
+            bool undeclared = std::any_of(locs.begin(), locs.end(), [&](int x) { return !declared.count(x); });
+            if (locs.empty() || locs.size() != p.locations.size() || !locs.count(r.rank) || undeclared)
+                return refuse(Reason::BadLocations, where(r.rank, i) + "locations must be distinct declared ranks "
+                                                                       "including the holding rank");
+        }
+    }
+    return std::nullopt;
+}
+
+// Box of a non-empty piece inside `shape`, from its offset; refusal reason `outside` if it leaves.
+std::optional<Refusal> piece_box(int64_t offset, const Index& extents, const Index& shape, Reason outside,
+                                 const std::string& what, Box* out) {
+    const int64_t total = numel(shape);
+    if (offset < 0 || offset >= total) return refuse(outside, what + "offset " + std::to_string(offset) + " outside");
+    Box b{unravel(offset, shape), extents};
+    for (std::size_t d = 0; d < shape.size(); ++d)
+        if (extents[d] > shape[d] - b.lo[d])
+            return refuse(outside, what + "box at " + to_string(b.lo) + " extents " + to_string(extents) + " leaves " +
+                                       to_string(shape));
+    *out = std::move(b);
+    return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Refusal> validate(const Map& m) {
+    if (auto r = validate_form(m)) return r;
+    const Index strides = row_major_strides(m.shape);
+
+    // Per rank: every piece row-major and inside tensor and shard; the pieces tile the shard.
+    std::vector<Box> logical;             // non-empty pieces of every rank, for the locations check
+    std::vector<std::vector<int>> locs;   // their sorted locations
+    for (const RankLayout& r : m.ranks) {
+        const int64_t shard_numel = numel(r.shard_shape);
+        if (shard_numel > 0 && r.pieces.empty())
+            return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
+                                                          to_string(r.shard_shape) + " but no pieces");
+        const Index shard_strides = row_major_strides(r.shard_shape);
+        std::vector<Box> in_shard;
+        int64_t covered = 0;
+        for (std::size_t i = 0; i < r.pieces.size(); ++i) {
+            const Piece& p = r.pieces[i];
+            const std::string w = where(r.rank, i);
+            // Strides matter only along axes the piece walks (extent > 1).
+            for (std::size_t d = 0; d < p.extents.size(); ++d)
+                if (p.extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != shard_strides[d]))
+                    return refuse(Reason::NotRowMajor, w + "strides on axis " + std::to_string(d) + " are not row-major");
+            if (is_empty(p.extents)) {  // holds nothing: only its offsets must be sane
+                if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w + "negative logical_offset");
+                if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w + "negative shard_offset");
+                continue;
+            }
+            Box lb, sb;
+            if (auto e = piece_box(p.logical_offset, p.extents, m.shape, Reason::PieceOutsideTensor, w + "logical ", &lb))
+                return e;
+            if (auto e = piece_box(p.shard_offset, p.extents, r.shard_shape, Reason::PieceOutsideShard, w + "shard ", &sb))
+                return e;
+            covered += numel(p.extents);  // cannot overflow: each piece fits in the shard
+            in_shard.push_back(std::move(sb));
+            logical.push_back(std::move(lb));
+            locs.emplace_back(p.locations);
+            std::sort(locs.back().begin(), locs.back().end());
+        }
+        // Exact tiling = no two pieces share a shard element, and together they cover all of it.
+        auto pairs = overlapping_pairs(in_shard, nullptr);
+        if (!pairs.empty())
+            return refuse(Reason::ShardOverlap, "rank " + std::to_string(r.rank) + ": pieces overlap in the shard at " +
+                                                    to_string(in_shard[pairs[0].first].lo));
+        if (covered != shard_numel)
+            return refuse(Reason::ShardGap, "rank " + std::to_string(r.rank) + ": pieces cover " +
+                                                std::to_string(covered) + " of " + std::to_string(shard_numel) +
+                                                " shard elements");
+    }
+    // Pieces that share a logical element must agree on who holds it.
+    for (auto [i, j] : overlapping_pairs(logical, nullptr))
+        if (locs[i] != locs[j])
+            return refuse(Reason::LocationsOverlap, "pieces with different locations overlap at logical " +
+                                                        to_string(logical[i].lo) + " / " + to_string(logical[j].lo));
+    // `locations` must name exactly the ranks that hold each element. The cells cut the tensor into
+    // boxes with one holder set each; every piece covering a cell has the same locations (checked
+    // just above), so comparing with the first holder's piece suffices.
+    const std::vector<Placed> placed = placed_pieces(m);
+    for (const Cell& c : source_cells(placed)) {
+        std::vector<int> holders;
+        for (const auto& h : c.holders) holders.push_back(h.first);
+        if (holders != placed[c.holders[0].second].locations)
+            return refuse(Reason::LocationsNotHeld, "logical box at " + to_string(c.box.lo) + " extents " +
+                                                        to_string(c.box.ext) + " is held by ranks " +
+                                                        to_string(Index(holders.begin(), holders.end())) +
+                                                        " but its pieces name locations " +
+                                                        to_string(Index(placed[c.holders[0].second].locations.begin(),
+                                                                        placed[c.holders[0].second].locations.end())));
+    }
+    return std::nullopt;
+}
+
+// ---- builders ----
+
+Map split(const std::vector<int64_t>& shape, std::size_t axis, const std::vector<int64_t>& sizes,
+          const std::vector<std::vector<int>>& holders) {
+    if (axis >= shape.size() || sizes.size() != holders.size() ||
+        std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != shape[axis])
+        throw std::invalid_argument("split: sizes must sum to shape[axis]");
+    std::set<int> ranks;
+    for (const auto& h : holders) ranks.insert(h.begin(), h.end());
+    Map m{shape, {}};
+    const Index strides = row_major_strides(shape);
+    for (int rank : ranks) {
+        RankLayout r{rank, shape, {}};
+        r.shard_shape[axis] = 0;
+        for (std::size_t k = 0; k < sizes.size(); ++k)
+            if (std::count(holders[k].begin(), holders[k].end(), rank)) r.shard_shape[axis] += sizes[k];
+        const Index shard_strides = row_major_strides(r.shard_shape);
+        int64_t start = 0, in_shard = 0;  // part k's start along axis, in the tensor and in this shard
+        for (std::size_t k = 0; k < sizes.size(); start += sizes[k], ++k) {
+            if (!std::count(holders[k].begin(), holders[k].end(), rank)) continue;
+            Piece p;
+            p.extents = shape;
+            p.extents[axis] = sizes[k];
+            Index corner(shape.size(), 0);
+            corner[axis] = start;
+            p.logical_offset = ravel(corner, shape);
+            corner[axis] = in_shard;
+            p.shard_offset = ravel(corner, r.shard_shape);
+            p.logical_strides = strides;
+            p.shard_strides = shard_strides;
+            std::set<int> l(holders[k].begin(), holders[k].end());
+            p.locations.assign(l.begin(), l.end());
+            r.pieces.push_back(std::move(p));
+            in_shard += sizes[k];
+        }
+        m.ranks.push_back(std::move(r));
+    }
+    return m;
+}
+
+Map replicated(const std::vector<int64_t>& shape, const std::vector<int>& ranks) {
+    std::set<int> l(ranks.begin(), ranks.end());
+    Map m{shape, {}};
+    Piece p{shape, 0, row_major_strides(shape), 0, row_major_strides(shape), {l.begin(), l.end()}, 1.0};
+    for (int rank : l) m.ranks.push_back(RankLayout{rank, shape, {p}});
+    return m;
+}
+
+Map split_sizes(const std::vector<int64_t>& shape, std::size_t axis, const std::vector<int64_t>& sizes,
+                const std::vector<int>& ranks) {
+    std::vector<std::vector<int>> holders;
+    for (int r : ranks) holders.push_back({r});
+    return split(shape, axis, sizes, holders);
+}
+
+Map split_even(const std::vector<int64_t>& shape, std::size_t axis, const std::vector<int>& ranks) {
+    if (axis >= shape.size() || ranks.empty()) throw std::invalid_argument("split_even: bad axis or no ranks");
+    const int64_t n = int64_t(ranks.size());
+    std::vector<int64_t> sizes;
+    for (int64_t k = 0; k < n; ++k) sizes.push_back(shape[axis] / n + (k < shape[axis] % n ? 1 : 0));
+    return split_sizes(shape, axis, sizes, ranks);
+}
+
+Map block_cyclic(const std::vector<int64_t>& shape, std::size_t axis, int64_t block, const std::vector<int>& ranks) {
+    if (axis >= shape.size() || block <= 0 || ranks.empty()) throw std::invalid_argument("block_cyclic: bad arguments");
+    std::vector<int64_t> sizes;
+    std::vector<std::vector<int>> holders;
+    for (int64_t start = 0; start < shape[axis]; start += block) {
+        sizes.push_back(std::min(block, shape[axis] - start));
+        holders.push_back({ranks[holders.size() % ranks.size()]});
+    }
+    for (int r : ranks)  // a rank dealt no block still declares its (empty) shard
+        if (std::none_of(holders.begin(), holders.end(), [&](const auto& h) { return h[0] == r; }))
+            sizes.push_back(0), holders.push_back({r});
+    return split(shape, axis, sizes, holders);
+}
+
+Map block_rows(const std::vector<int64_t>& shape, int64_t replicated_rows, const std::vector<int>& ranks) {
+    if (shape.empty() || replicated_rows < 0 || replicated_rows > shape[0] || ranks.empty())
+        throw std::invalid_argument("block_rows: bad arguments");
+    const int64_t rest = shape[0] - replicated_rows, n = int64_t(ranks.size());
+    std::vector<int64_t> sizes{replicated_rows};
+    std::vector<std::vector<int>> holders{ranks};
+    for (int64_t k = 0; k < n; ++k) {
+        sizes.push_back(rest / n + (k < rest % n ? 1 : 0));
+        holders.push_back({ranks[std::size_t(k)]});
+    }
+    return split(shape, 0, sizes, holders);
+}
+
+// ---- oracle ----
+
+namespace {
+// Calls f(logical element offset, shard element offset) for every element of a piece.
+template <class F>
+void for_each_element(const Piece& p, F&& f) {
+    for_each_index(p.extents, [&](const Index& i) {
+        int64_t l = p.logical_offset, s = p.shard_offset;
+        for (std::size_t d = 0; d < i.size(); ++d) l += i[d] * p.logical_strides[d], s += i[d] * p.shard_strides[d];
+        f(l, s);
+    });
+}
+
+// Bytes of n elements; nullopt when elem_size is 0 or the size overflows.
+std::optional<std::size_t> byte_size(int64_t n, std::size_t elem_size) {
+    std::size_t bytes = 0;
+    if (elem_size == 0 || __builtin_mul_overflow(std::size_t(n), elem_size, &bytes)) return std::nullopt;
+    return bytes;
+}
+
+// The byte sizes of the tensor and of every shard, or BadElementSize.
+std::optional<Refusal> check_elem_size(const Map& map, std::size_t elem_size) {
+    bool ok = bool(byte_size(numel(map.shape), elem_size));
+    for (const RankLayout& r : map.ranks) ok = ok && byte_size(numel(r.shard_shape), elem_size);
+    if (ok) return std::nullopt;
+    return refuse(Reason::BadElementSize, "element size " + std::to_string(elem_size) + " is 0 or too large");
+}
+}  // namespace
+
+Result<Bytes> extract_shard(const Map& map, int rank, std::span<const uint8_t> full, std::size_t elem_size) {
+    if (auto r = validate(map)) return *r;
+    if (auto r = check_elem_size(map, elem_size)) return *r;
+    if (full.size() != *byte_size(numel(map.shape), elem_size))
+        return refuse(Reason::BufferMismatch, "full tensor buffer has " + std::to_string(full.size()) + " bytes");
+    for (const RankLayout& r : map.ranks) {
+        if (r.rank != rank) continue;
+        Bytes out(*byte_size(numel(r.shard_shape), elem_size), 0);
+        for (const Piece& p : r.pieces)
+            for_each_element(p, [&](int64_t l, int64_t s) {
+                std::memcpy(&out[std::size_t(s) * elem_size], &full[std::size_t(l) * elem_size], elem_size);
+            });
+        return out;
+    }
+    return refuse(Reason::UnknownRank, "map declares no rank " + std::to_string(rank));
+}
+
+Result<Bytes> rebuild_full(const Map& map, const Shards& shards, std::size_t elem_size) {
+    if (auto r = validate(map)) return *r;
+    if (auto r = check_elem_size(map, elem_size)) return *r;
+    Bytes full(*byte_size(numel(map.shape), elem_size), 0);
+    std::vector<bool> written(std::size_t(numel(map.shape)), false);
+    for (const RankLayout& r : map.ranks) {
+        const std::size_t bytes = *byte_size(numel(r.shard_shape), elem_size);
+        auto it = shards.find(r.rank);
+        if (it == shards.end()) {
+            if (bytes == 0) continue;
+            return refuse(Reason::UnknownRank, "no shard buffer for rank " + std::to_string(r.rank));
+        }
+        if (it->second.size() != bytes)
+            return refuse(Reason::BufferMismatch, "rank " + std::to_string(r.rank) + " shard buffer has " +
+                                                      std::to_string(it->second.size()) + " bytes");
+        std::optional<Refusal> bad;
+        for (const Piece& p : r.pieces)
+            for_each_element(p, [&](int64_t l, int64_t s) {
+                const uint8_t* src = &it->second[std::size_t(s) * elem_size];
+                uint8_t* dst = &full[std::size_t(l) * elem_size];
+                if (written[std::size_t(l)] && std::memcmp(dst, src, elem_size) != 0 && !bad)
+                    bad = refuse(Reason::ReplicaMismatch, "replicas disagree at logical element " + std::to_string(l));
+                std::memcpy(dst, src, elem_size);
+                written[std::size_t(l)] = true;
+            });
+        if (bad) return *bad;
+    }
+    auto hole = std::find(written.begin(), written.end(), false);
+    if (hole != written.end())
+        return refuse(Reason::TargetNotHeld, "logical element " + std::to_string(hole - written.begin()) +
+                                                 " is held by no rank");
+    return full;
+}
+
+}  // namespace xmc::affine

@@ -1,0 +1,296 @@
+// The planner (AFF-PLAN-EXACT/REFUSE/DETERMINISTIC, AFF-REPLICA, AFF-SCALAR), plan digests and the
+// reference executor.
+//
+// How a plan is made:
+//  1. Source cells (cells.cpp): the logical tensor cut into disjoint boxes, each held whole by a
+//     known set of source ranks (replicas with identical boxes share one cell).
+//  2. One sort-and-sweep finds, for every non-empty target piece T, the cells that meet it.
+//  3. Each T is checked to be covered (the cells are disjoint, so their parts inside T must add up
+//     to T's volume); otherwise TargetNotHeld.
+//  4. Each part T ∩ cell is read from its only holder, else from the lowest holder, or from the
+//     selector's answer, which must be one of the holders (InvalidReplicaChoice otherwise).
+//  5. Segments that are adjacent along one axis in both the source and the target shard are merged,
+//     and the list is sorted.
+// Pieces are sorted first, so the plan does not depend on the order of pieces or ranks in the input.
+#include "detail.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+namespace xmc::affine {
+
+using namespace detail;
+
+namespace {
+
+// A segment before it is turned into offsets: corners in the source and target shards, and the
+// common extents. (Where the box sits in the logical tensor no longer matters once it is placed.)
+struct Raw {
+    int src_rank, tgt_rank;
+    Index sc, tc, ext;
+};
+
+// Merges pairs of segments that are adjacent along one axis in both the source and the target
+// shard, axis by axis, until nothing merges.
+void coalesce(std::vector<Raw>& segs) {
+    if (segs.empty()) return;
+    const std::size_t n = segs[0].ext.size();
+    for (bool merged = true; merged;) {
+        merged = false;
+        for (std::size_t k = 0; k < n; ++k) {
+            // Segments that may merge along k agree on everything but their position along k, and
+            // have the same shift between source and target positions along k.
+            auto key = [k, n](const Raw& s) {
+                Index key{s.src_rank, s.tgt_rank, s.tc[k] - s.sc[k]};
+                for (std::size_t d = 0; d < n; ++d)
+                    if (d != k) key.insert(key.end(), {s.sc[d], s.tc[d], s.ext[d]});
+                key.push_back(s.sc[k]);
+                return key;
+            };
+            std::vector<std::pair<Index, Raw>> keyed;
+            for (Raw& s : segs) keyed.emplace_back(key(s), std::move(s));
+            std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+            segs.clear();
+            for (auto& [kk, s] : keyed) {
+                if (!segs.empty()) {
+                    Raw& last = segs.back();
+                    Index lk = key(last);
+                    if (std::equal(lk.begin(), lk.end() - 1, kk.begin(), kk.end() - 1) &&
+                        last.sc[k] + last.ext[k] == s.sc[k]) {
+                        last.ext[k] += s.ext[k];
+                        merged = true;
+                        continue;
+                    }
+                }
+                segs.push_back(std::move(s));
+            }
+        }
+    }
+}
+
+std::size_t piece_count(const Map& m) {
+    std::size_t c = 0;
+    for (const RankLayout& r : m.ranks) c += r.pieces.size();
+    return c;
+}
+
+const Index& shard_shape_of(const Map& m, int rank) {
+    for (const RankLayout& r : m.ranks)
+        if (r.rank == rank) return r.shard_shape;
+    static const Index none;
+    return none;
+}
+
+// FNV-1a, 64 bit, over little-endian 64-bit words: the same digest on every platform.
+struct Fnv {
+    uint64_t h = 0xcbf29ce484222325ull;
+    void word(uint64_t x) {
+        for (int b = 0; b < 8; ++b) h = (h ^ ((x >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    }
+    void vec(const Index& v) {
+        word(v.size());
+        for (int64_t x : v) word(uint64_t(x));
+    }
+};
+
+}  // namespace
+
+Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, const ReplicaSelector& selector) {
+    // Budgets first: they bound the work everything below does.
+    for (const Map* m : {&source, &target}) {
+        const char* side = m == &source ? "source" : "target";
+        if (m->shape.size() > budgets.max_dims)
+            return refuse(Reason::DimsOverBudget, std::string(side) + " has " + std::to_string(m->shape.size()) +
+                                                      " dims, budget " + std::to_string(budgets.max_dims));
+        if (piece_count(*m) > budgets.max_pieces)
+            return refuse(Reason::PiecesOverBudget, std::string(side) + " has " + std::to_string(piece_count(*m)) +
+                                                        " pieces, budget " + std::to_string(budgets.max_pieces));
+    }
+    if (auto r = validate(source)) return refuse(r->reason, "source map: " + r->message);
+    if (auto r = validate(target)) return refuse(r->reason, "target map: " + r->message);
+    if (source.shape != target.shape)
+        return refuse(Reason::ShapeMismatch, "source shape " + to_string(source.shape) + " != target shape " +
+                                                 to_string(target.shape));
+    for (const Map* m : {&source, &target})
+        for (const RankLayout& r : m->ranks)
+            for (const Piece& p : r.pieces)
+                if (p.scale != 1.0)
+                    return refuse(Reason::ScaleNotOne, std::string(m == &source ? "source" : "target") + " rank " +
+                                                           std::to_string(r.rank) + " has a piece with scale " +
+                                                           std::to_string(p.scale));
+
+    const std::vector<Placed> src = placed_pieces(source), tgt = placed_pieces(target);
+    const std::vector<Cell> cells = source_cells(src);
+    std::vector<Box> cell_boxes, tgt_boxes;
+    for (const Cell& c : cells) cell_boxes.push_back(c.box);
+    for (const Placed& p : tgt) tgt_boxes.push_back(p.logical);
+    std::vector<std::vector<std::size_t>> meets(tgt.size());  // target piece -> cells meeting it
+    for (auto [t, c] : overlapping_pairs(tgt_boxes, &cell_boxes)) meets[t].push_back(c);
+
+    std::vector<Raw> raw;
+    for (std::size_t t = 0; t < tgt.size(); ++t) {
+        const Placed& T = tgt[t];
+        std::vector<std::pair<Box, std::size_t>> parts;  // T ∩ cell, and the cell
+        int64_t covered = 0;
+        for (std::size_t c : meets[t]) {
+            Box in;
+            intersect(T.logical, cells[c].box, &in);
+            covered += numel(in.ext);
+            parts.emplace_back(std::move(in), c);
+        }
+        if (covered != numel(T.logical.ext))
+            return refuse(Reason::TargetNotHeld, "no source rank holds part of target rank " + std::to_string(T.rank) +
+                                                     "'s logical box at " + to_string(T.logical.lo) + " extents " +
+                                                     to_string(T.logical.ext));
+        // Parts in logical order, so that a selector is asked in a fixed order.
+        std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; });
+        for (const auto& [box, c] : parts) {
+            const auto& holders = cells[c].holders;
+            std::size_t pick = 0;  // the only holder, or by default the lowest (holders ascend by rank)
+            if (holders.size() > 1 && selector) {
+                std::vector<int> candidates;
+                for (const auto& h : holders) candidates.push_back(h.first);
+                const int answer = selector(candidates, ReplicaQuery{T.rank, box.lo, box.ext});
+                auto it = std::find(candidates.begin(), candidates.end(), answer);
+                if (it == candidates.end())
+                    return refuse(Reason::InvalidReplicaChoice, "selector answered rank " + std::to_string(answer) +
+                                                                    ", not a holder of logical box at " +
+                                                                    to_string(box.lo));
+                pick = std::size_t(it - candidates.begin());
+            }
+            const Placed& S = src[holders[pick].second];
+            Raw seg{S.rank, T.rank, box.lo, box.lo, box.ext};
+            for (std::size_t d = 0; d < box.lo.size(); ++d) {  // the part's corner, moved into each shard
+                seg.sc[d] = S.shard_corner[d] + (box.lo[d] - S.logical.lo[d]);
+                seg.tc[d] = T.shard_corner[d] + (box.lo[d] - T.logical.lo[d]);
+            }
+            raw.push_back(std::move(seg));
+        }
+    }
+    coalesce(raw);
+
+    Plan p;
+    p.shape = source.shape;
+    for (const Raw& r : raw) {
+        const Index &ss = shard_shape_of(source, r.src_rank), &ts = shard_shape_of(target, r.tgt_rank);
+        p.segments.push_back(Segment{r.src_rank, ravel(r.sc, ss), row_major_strides(ss), r.tgt_rank, ravel(r.tc, ts),
+                                     row_major_strides(ts), r.ext});
+    }
+    std::sort(p.segments.begin(), p.segments.end(), [](const Segment& a, const Segment& b) {
+        return std::tie(a.tgt_rank, a.tgt_offset, a.src_rank, a.src_offset, a.extents) <
+               std::tie(b.tgt_rank, b.tgt_offset, b.src_rank, b.src_offset, b.extents);
+    });
+    if (p.segments.size() > budgets.max_segments)
+        return refuse(Reason::SegmentsOverBudget, "plan needs " + std::to_string(p.segments.size()) +
+                                                      " segments, budget " + std::to_string(budgets.max_segments));
+    p.digest = plan_digest(p.shape, p.segments);
+    return p;
+}
+
+uint64_t plan_digest(const std::vector<int64_t>& shape, const std::vector<Segment>& segments) {
+    Fnv f;
+    f.word(0x786d632d61666631ull);  // "xmc-aff1": format tag
+    f.vec(shape);
+    f.word(segments.size());
+    for (const Segment& s : segments) {
+        f.word(uint64_t(int64_t(s.src_rank)));
+        f.word(uint64_t(s.src_offset));
+        f.vec(s.src_strides);
+        f.word(uint64_t(int64_t(s.tgt_rank)));
+        f.word(uint64_t(s.tgt_offset));
+        f.vec(s.tgt_strides);
+        f.vec(s.extents);
+    }
+    return f.h;
+}
+
+uint64_t agreement_digest(const Plan& plan, std::size_t elem_size, uint64_t budget) {
+    Fnv f;
+    f.word(0x786d632d61677231ull);  // "xmc-agr1"
+    f.word(plan_digest(plan.shape, plan.segments));  // recomputed: a stale plan.digest cannot hide a change
+    f.word(elem_size);
+    f.word(budget);
+    return f.h;
+}
+
+// ---- reference executor ----
+
+namespace {
+
+// Refusal unless every element of the box (offset, strides, extents) lies in [0, elements).
+std::optional<Refusal> check_box(int64_t offset, const Index& strides, const Index& ext, std::size_t elements,
+                                 const std::string& what) {
+    if (strides.size() != ext.size()) return refuse(Reason::SegmentOutOfBounds, what + ": strides/extents differ in length");
+    if (std::any_of(ext.begin(), ext.end(), [](int64_t e) { return e < 0; }))
+        return refuse(Reason::SegmentOutOfBounds, what + ": negative extent");
+    if (is_empty(ext)) return std::nullopt;
+    int64_t lo = offset, hi = offset;  // smallest and largest element offset the box touches
+    for (std::size_t d = 0; d < ext.size(); ++d) {
+        int64_t reach = 0;  // how far the last index along d moves from the first
+        bool overflow = __builtin_mul_overflow(ext[d] - 1, strides[d], &reach);
+        overflow = overflow || (reach < 0 ? __builtin_add_overflow(lo, reach, &lo) : __builtin_add_overflow(hi, reach, &hi));
+        if (overflow) return refuse(Reason::SegmentOutOfBounds, what + ": offsets overflow");
+    }
+    if (lo < 0 || hi >= int64_t(elements))
+        return refuse(Reason::SegmentOutOfBounds, what + ": reaches outside its " + std::to_string(elements) +
+                                                      "-element shard");
+    return std::nullopt;
+}
+
+template <class F>
+void for_each_pair(const Segment& s, F&& f) {  // f(source element offset, target element offset)
+    for_each_index(s.extents, [&](const Index& i) {
+        int64_t a = s.src_offset, b = s.tgt_offset;
+        for (std::size_t d = 0; d < i.size(); ++d) a += i[d] * s.src_strides[d], b += i[d] * s.tgt_strides[d];
+        f(a, b);
+    });
+}
+
+}  // namespace
+
+std::optional<Refusal> execute_reference(const Plan& plan, const Shards& src, Shards& tgt, std::size_t elem_size) {
+    if (elem_size == 0) return refuse(Reason::BadElementSize, "element size 0");
+    // Check everything before the first write.
+    for (std::size_t i = 0; i < plan.segments.size(); ++i) {
+        const Segment& s = plan.segments[i];
+        const std::string w = "segment " + std::to_string(i);
+        auto a = src.find(s.src_rank);
+        auto b = tgt.find(s.tgt_rank);
+        if (a == src.end()) return refuse(Reason::UnknownRank, w + ": no source buffer for rank " + std::to_string(s.src_rank));
+        if (b == tgt.end()) return refuse(Reason::UnknownRank, w + ": no target buffer for rank " + std::to_string(s.tgt_rank));
+        if (a->second.size() % elem_size || b->second.size() % elem_size)
+            return refuse(Reason::BufferMismatch, w + ": buffer size is not a multiple of the element size");
+        if (auto r = check_box(s.src_offset, s.src_strides, s.extents, a->second.size() / elem_size, w + " source"))
+            return r;
+        if (auto r = check_box(s.tgt_offset, s.tgt_strides, s.extents, b->second.size() / elem_size, w + " target"))
+            return r;
+    }
+    for (const Segment& s : plan.segments) {
+        const Bytes& from = src.at(s.src_rank);
+        Bytes& to = tgt.at(s.tgt_rank);
+        for_each_pair(s, [&](int64_t a, int64_t b) {
+            std::memcpy(&to[std::size_t(b) * elem_size], &from[std::size_t(a) * elem_size], elem_size);
+        });
+    }
+    return std::nullopt;
+}
+
+Result<std::map<int, std::vector<uint32_t>>> coverage_count(const Plan& plan, const Map& target) {
+    std::map<int, std::vector<uint32_t>> counts;
+    for (const RankLayout& r : target.ranks) counts[r.rank].assign(std::size_t(numel(r.shard_shape)), 0);
+    for (std::size_t i = 0; i < plan.segments.size(); ++i) {
+        const Segment& s = plan.segments[i];
+        auto it = counts.find(s.tgt_rank);
+        if (it == counts.end())
+            return refuse(Reason::UnknownRank, "segment " + std::to_string(i) + " writes undeclared rank " +
+                                                   std::to_string(s.tgt_rank));
+        if (auto r = check_box(s.tgt_offset, s.tgt_strides, s.extents, it->second.size(), "segment " + std::to_string(i)))
+            return *r;
+        for_each_pair(s, [&](int64_t, int64_t b) { ++it->second[std::size_t(b)]; });
+    }
+    return counts;
+}
+
+}  // namespace xmc::affine
