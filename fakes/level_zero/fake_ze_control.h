@@ -1,0 +1,158 @@
+/* Control API of the fake Level Zero driver (libxmc_fake_ze.so).
+ *
+ * The fake is a Level Zero *driver*: the real loader (libze_loader.so.1) loads it when
+ * ZE_ENABLE_ALT_DRIVERS=/path/to/libxmc_fake_ze.so, and the program reaches it through
+ * the ordinary ze* calls. The functions below are exported by the fake itself; a test
+ * reaches them by dlopen()ing the same path (the loader's dlopen of that path returns
+ * the same handle, so the state is shared) or by linking the library.
+ *
+ * ---------------------------------------------------------------------------------
+ * Environment (read once, at the driver's first init)
+ *   XMC_FAKE_ZE_DEVICES        number of devices, 1..16 (default 2)
+ *   XMC_FAKE_ZE_ORDER          order in which zeDeviceGet returns them, a permutation of
+ *                              the native indices, e.g. "1,0"; each device keeps its UUID,
+ *                              name and memory (UUIDs follow the device)
+ *   XMC_FAKE_ZE_DEVICE_MEMORY  memory per device in bytes, optional K/M/G suffix
+ *                              (default 8G); device allocations and physical memory are
+ *                              counted against it
+ *   XMC_FAKE_ZE_FAULTS         initial fault script (grammar below)
+ * A malformed value prints a message naming the variable to stderr and makes the
+ * driver's init fail with ZE_RESULT_ERROR_INVALID_ARGUMENT, so the loader reports no
+ * fake devices instead of silently running a different configuration.
+ *
+ * Device i (native index) has UUID bytes "xmcfakeze" 00 00 00 00 00 00 i, and the name
+ * "xmc fake Level Zero device i".
+ *
+ * ---------------------------------------------------------------------------------
+ * Fault script grammar (XMC_FAKE_ZE_FAULTS and xmc_fake_ze_set_faults)
+ *
+ *   script := rule { sep rule }     sep is ';' or a newline; empty rules are ignored, so
+ *                                   "" (or NULL) installs no rules
+ *   rule   := entry ':' when ':' action      (blanks around each part are ignored)
+ *   entry  := name of an entry point the fake implements, e.g. zeMemFree,
+ *             zeMemAllocHost, zeContextCreateEx, zeCommandListAppendMemoryCopy,
+ *             zeVirtualMemMap, zesMemoryGetState (unknown names are rejected)
+ *   when   := K      only the K-th call (K >= 1)
+ *           | K+     the K-th call and every later one
+ *           | *      every call (same as 1+)
+ *   action := RESULT        the call returns this ze_result_t and has no other effect;
+ *                           RESULT is a name (ZE_RESULT_ERROR_DEVICE_LOST) or a number
+ *                           (decimal, or hex with 0x, e.g. 0x70000002)
+ *           | delay=MS      sleep MS milliseconds (0..600000), then run the call normally
+ *           | nonidentity   zeMemAllocHost only: an external-memmap registration succeeds
+ *                           but returns an address other than pSystemMemory (a private
+ *                           alias, not coherent with the original pages); zeMemFree of
+ *                           that address releases it
+ *           | exec_delay=MS zeCommandListAppend* only: the appended command waits MS ms
+ *                           on the device before it runs; the append returns at once
+ *
+ * Calls are counted per rule from the moment the script is installed (the k-th call
+ * of zeMemFree after xmc_fake_ze_set_faults). When several rules match one call, all
+ * delays are applied, then the first matching RESULT rule in script order decides.
+ * A script is accepted or rejected as a whole: on a malformed script
+ * xmc_fake_ze_set_faults returns -1, keeps the previous rules, prints the reason
+ * (with the rule's position and text) to stderr and keeps it for
+ * xmc_fake_ze_fault_error(). Examples:
+ *   "zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST"
+ *   "zeMemAllocHost:2+:nonidentity; zeVirtualMemMap:*:delay=20"
+ *   "zeCommandListAppendMemoryCopy:1:exec_delay=200"
+ *
+ * ---------------------------------------------------------------------------------
+ * What the fake models, and its answers where the specification leaves a choice
+ *   zeMemAllocHost + external-memmap descriptor (external_memmap.h): registers the
+ *     range and returns the same address; the range is mapped ONLY for the context's
+ *     device that zeDeviceGet lists first (the Intel behaviour that broke real code), so
+ *     a copy that touches it on any other device fails when appended with
+ *     ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY; a zeContextCreateEx context of one device
+ *     maps it for that device. Refusals: null pSystemMemory INVALID_NULL_POINTER;
+ *     size 0 or not a multiple of 4096 UNSUPPORTED_SIZE; pSystemMemory not
+ *     4096-aligned UNSUPPORTED_ALIGNMENT; size argument != descriptor size
+ *     INVALID_ARGUMENT; overlap with a registration or any allocation or reservation
+ *     of the fake, or pages not mapped in the process, OUT_OF_HOST_MEMORY (the code
+ *     compute-runtime returns when this path fails).
+ *   zeMemFree: exactly a base the fake returned, in the context that created it, else
+ *     INVALID_ARGUMENT; for a registration it never frees the caller's pages.
+ *   zeContextDestroy with objects of the context alive: HANDLE_OBJECT_IN_USE.
+ *   zeMemAllocDevice / zePhysicalMemCreate for a device outside the context:
+ *     DEVICE_LOST (as compute-runtime); beyond the device's free memory:
+ *     OUT_OF_DEVICE_MEMORY.
+ *   Virtual memory: page size 2 MiB; addresses and sizes must be multiples
+ *     (UNSUPPORTED_ALIGNMENT / UNSUPPORTED_SIZE); the reservation hint is ignored (the
+ *     validation layer refuses a null one); mapping an already mapped page or unmapping
+ *     an unmapped one: INVALID_ARGUMENT; zePhysicalMemDestroy or zeVirtualMemFree
+ *     while mapped: HANDLE_OBJECT_IN_USE. Unmapped pages are PROT_NONE: touching them
+ *     faults. Free device memory: zesDeviceEnumMemoryModules + zesMemoryGetState, or
+ *     xmc_fake_ze_device_free_memory.
+ *   Command lists and queues are in order, one worker thread each; events order work
+ *     across them. Fences and everything not listed in fake_ze_entries.h are left null
+ *     in the driver's tables: through the loader they answer
+ *     ZE_RESULT_ERROR_UNSUPPORTED_FEATURE (ZE_RESULT_ERROR_UNINITIALIZED when the
+ *     loader intercepts, e.g. ZE_ENABLE_LOADER_INTERCEPT=1).
+ *
+ * ---------------------------------------------------------------------------------
+ * Device faults. A copy is checked twice: when appended (a registered range not mapped
+ * for the list's device fails the append with ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY;
+ * ranges that run past an allocation give ZE_RESULT_ERROR_INVALID_ARGUMENT) and when it
+ * executes: if an allocation it uses was freed in between, a virtual range it uses is
+ * not mapped with the needed access, or pageable memory it uses is no longer mapped in
+ * the process, the copy is skipped and counted as a device fault
+ * (xmc_fake_ze_device_faults, listed in the ledger). Its signal event is still
+ * signalled, so that no device-side waiter hangs, but zeEventHostSynchronize and
+ * zeEventQueryStatus answer ZE_RESULT_ERROR_DEVICE_LOST for it (until it is reset);
+ * the immediate list refuses further appends, and the command queue answers
+ * zeCommandQueueSynchronize, with ZE_RESULT_ERROR_DEVICE_LOST from then on.
+ *
+ * Note: the Debian loader (spec 1.4) has no zeCommandListHostSynchronize; wait for an
+ * immediate list by appending a signal event and calling zeEventHostSynchronize.
+ */
+#ifndef XMC_FAKES_LEVEL_ZERO_FAKE_ZE_CONTROL_H
+#define XMC_FAKES_LEVEL_ZERO_FAKE_ZE_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Installs a fault script (grammar above), replacing the current rules and restarting
+ * their counters. NULL or "" clears them. Returns 0, or -1 for a malformed script. */
+int xmc_fake_ze_set_faults(const char* script);
+
+/* Why the last script was rejected; "" when the last one was accepted. The text stays
+ * valid until the next call. */
+const char* xmc_fake_ze_fault_error(void);
+
+/* Number of live objects: contexts, host and device allocations, registrations,
+ * command queues, command lists, event pools, events, virtual reservations, physical
+ * memory objects and virtual mappings. The driver and its devices are not counted. */
+size_t xmc_fake_ze_live_objects(void);
+
+/* Writes a human-readable list of the live objects (one per line, then counters and
+ * the recent device-fault messages) into buf, NUL-terminated and truncated to cap
+ * bytes. Returns the full length of the text, excluding the NUL (as snprintf). */
+size_t xmc_fake_ze_ledger(char* buf, size_t cap);
+
+/* Releases every live object (workers joined, mappings removed, memfds closed; host
+ * memory that the caller registered is never freed), clears the fault rules, the call
+ * counters and the device-fault counter. Devices and the init state stay. Handles
+ * released this way answer ZE_RESULT_ERROR_INVALID_ARGUMENT if used again. */
+void xmc_fake_ze_reset(void);
+
+/* Calls made to one entry point (e.g. "zeMemFree") since the last reset, including
+ * calls failed by the fault script; NULL gives the total over all entry points. */
+uint64_t xmc_fake_ze_call_count(const char* entry);
+
+/* Copies skipped at execution time because they touched freed or unmapped memory. */
+uint64_t xmc_fake_ze_device_faults(void);
+
+/* Free memory of the device with this native index (its position when
+ * XMC_FAKE_ZE_ORDER is unset), as zesMemoryGetState reports it; -1 when there is no
+ * such device or the driver is not initialised. */
+int64_t xmc_fake_ze_device_free_memory(uint32_t native_index);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* XMC_FAKES_LEVEL_ZERO_FAKE_ZE_CONTROL_H */
