@@ -57,7 +57,7 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     block.size = size;
     {
         std::lock_guard<std::mutex> lock(mu_);
-        blocks_[block.base] = block;
+        blocks_.insert(block);
         bytes_now_ += size;
         if (bytes_now_ > bytes_peak_) bytes_peak_ = bytes_now_;
     }
@@ -67,27 +67,12 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
 
 void PinRegistry::set_device(uintptr_t base, int32_t device) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = blocks_.find(base);
-    if (it != blocks_.end()) it->second.device = device;
+    if (PinBlock *b = blocks_.find(base)) b->device = device;
 }
 
-std::map<uintptr_t, PinBlock>::iterator PinRegistry::find_containing(uintptr_t addr) {
-    auto it = blocks_.upper_bound(addr);  // first block starting after addr
-    if (it == blocks_.begin()) return blocks_.end();
-    --it;                                 // last block starting at or before addr
-    return addr < it->second.base + it->second.size ? it : blocks_.end();
-}
-
-std::map<uintptr_t, PinBlock>::const_iterator PinRegistry::find_containing(uintptr_t addr) const {
-    auto it = blocks_.upper_bound(addr);
-    if (it == blocks_.begin()) return blocks_.end();
-    --it;
-    return addr < it->second.base + it->second.size ? it : blocks_.end();
-}
-
-void PinRegistry::release(std::map<uintptr_t, PinBlock>::iterator it) {
-    const PinBlock block = it->second;
-    blocks_.erase(it);
+void PinRegistry::release(PinBlock *b) {
+    const PinBlock block = *b;
+    blocks_.erase(block.base);
     bytes_now_ -= block.size;
     if (release_hook_) release_hook_(block);
     void *p = reinterpret_cast<void *>(block.base);
@@ -98,19 +83,17 @@ void PinRegistry::release(std::map<uintptr_t, PinBlock>::iterator it) {
 xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto addr = reinterpret_cast<uintptr_t>(base);
-    auto it = blocks_.find(addr);
+    PinBlock *b = blocks_.find_containing(addr);
     // Exactly a live base whose owner reference is still held: an interior or
     // unknown address, or a second free, is refused and changes nothing.
-    if (it == blocks_.end() || !it->second.owner_alive) {
-        auto in = find_containing(addr);
-        const char *why = in == blocks_.end() ? "is not inside any pinned block"
-                          : in->second.base != addr ? "is interior to a pinned block"
-                                                    : "was already freed (references still held)";
-        return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_free", "pin_free: address %p %s",
-                    base, why);
+    if (!b || b->base != addr || !b->owner_alive) {
+        const char *why = !b ? "is not inside any pinned block"
+                          : b->base != addr ? "is interior to a pinned block"
+                                            : "was already freed (references still held)";
+        return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_free", "pin_free: address %p %s", base, why);
     }
-    it->second.owner_alive = false;
-    if (it->second.extra_refs == 0) release(it);
+    b->owner_alive = false;
+    if (b->extra_refs == 0) release(b);
     return ok();
 }
 
@@ -122,36 +105,35 @@ xmc_status PinRegistry::query(xmc_instance *inst, const void *addr, size_t len,
     const size_t n = len == 0 ? 1 : len;  // a length of 0 asks about the address alone
     if (a > UINTPTR_MAX - n) return ok(); // wraps: cannot lie in one block
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = find_containing(a);
+    const PinBlock *b = blocks_.find_containing(a);
     // Pinned only when the whole extent lies in one block, not just its start.
-    if (it != blocks_.end() && a + n <= it->second.base + it->second.size) {
+    if (b && a + n <= b->base + b->size) {
         out->pinned = 1;
-        out->base = reinterpret_cast<void *>(it->second.base);
-        out->size = it->second.size;
+        out->base = reinterpret_cast<void *>(b->base);
+        out->size = b->size;
     }
     return ok();
 }
 
 xmc_status PinRegistry::ref(xmc_instance *inst, const void *addr) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = find_containing(reinterpret_cast<uintptr_t>(addr));
-    if (it == blocks_.end())
+    PinBlock *b = blocks_.find_containing(reinterpret_cast<uintptr_t>(addr));
+    if (!b)
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_ref", "pin_ref: %p is not inside any pinned block", addr);
-    ++it->second.extra_refs;
+    ++b->extra_refs;
     return ok();
 }
 
 xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto it = find_containing(reinterpret_cast<uintptr_t>(addr));
-    if (it == blocks_.end())
+    PinBlock *b = blocks_.find_containing(reinterpret_cast<uintptr_t>(addr));
+    if (!b)
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_unref", "pin_unref: %p is not inside any pinned block", addr);
-    if (it->second.extra_refs == 0)
+    if (b->extra_refs == 0)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_unref",
-                    "pin_unref: block %p holds no reference taken with pin_ref",
-                    reinterpret_cast<void *>(it->second.base));
+                    "pin_unref: block %p holds no reference taken with pin_ref", reinterpret_cast<void *>(b->base));
     // Released only when the last reference goes, owner's included.
-    if (--it->second.extra_refs == 0 && !it->second.owner_alive) release(it);
+    if (--b->extra_refs == 0 && !b->owner_alive) release(b);
     return ok();
 }
 

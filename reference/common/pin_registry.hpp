@@ -1,13 +1,13 @@
 // Process-wide registry of pinned blocks: posix_memalign + mlock, an ordered
-// map from base address to block (a lookup is a logarithmic search, never a
+// index from base address to block (a lookup is a logarithmic search, never a
 // scan), byte accounting and references (PIN-*). One registry per backend
 // library, shared by all its instances (PIN-SHARED).
 #pragma once
+#include "block_index.hpp"
 #include "errors.hpp"
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <mutex>
 
 namespace xmc::be {
@@ -42,14 +42,12 @@ public:
     xmc_status stats(xmc_instance *inst, xmc_pin_stats *out) const;
 
 private:
-    // The live block containing addr, or blocks_.end(). Caller holds mu_.
-    std::map<uintptr_t, PinBlock>::iterator find_containing(uintptr_t addr);
-    std::map<uintptr_t, PinBlock>::const_iterator find_containing(uintptr_t addr) const;
     // Removes a block with no reference left and gives its memory back.
-    void release(std::map<uintptr_t, PinBlock>::iterator it);
+    // Caller holds mu_.
+    void release(PinBlock *block);
 
     mutable std::mutex mu_;
-    std::map<uintptr_t, PinBlock> blocks_;
+    mutable BlockIndex<PinBlock> blocks_;
     uint64_t bytes_now_ = 0;
     uint64_t bytes_peak_ = 0;
     ReleaseHook release_hook_ = nullptr;
