@@ -1,0 +1,148 @@
+/* Control API of the fake CUDA driver (libxmc_fake_cuda.so).
+ *
+ * The fake stands in for libcuda.so.1: a program (the xmc CUDA backend) that
+ * dlopens the library named by XMC_CUDA_DRIVER and resolves the driver's
+ * versioned entry points (cuMemAlloc_v2, cuMemHostRegister_v2, ...) gets host
+ * memory standing in for device memory, several devices with UUIDs, streams
+ * that run on worker threads, and the real driver's answers on misuse (as
+ * recorded by hardware/probe on an H200 with driver 580). The functions below
+ * are extra exports for tests: resolve them with dlsym (a program linked to a
+ * real driver will not find them) or link the library directly.
+ *
+ * ---- configuration (environment, read when the library loads and at reset)
+ *   XMC_FAKE_CUDA_DEVICES   number of devices, 0..16 (default 2); with 0,
+ *                           cuInit answers CUDA_ERROR_NO_DEVICE
+ *   XMC_FAKE_CUDA_ORDER     enumeration order as physical indices, e.g. "1,0":
+ *                           ordinal i is physical device ORDER[i]. UUID, name
+ *                           and PCI bus id follow the physical device, so a
+ *                           backend matching by ordinal instead of UUID is caught
+ *   XMC_FAKE_CUDA_MEM_BYTES device memory per device (default 1G); a number with
+ *                           optional K/M/G suffix, or a comma list per physical
+ *                           device ("1G,512M")
+ *   XMC_FAKE_CUDA_ATTRS     device attribute overrides, comma-separated
+ *                           [pN:]ATTR=VALUE, ATTR a CUdevice_attribute number or
+ *                           one of host_register_supported,
+ *                           virtual_memory_management_supported,
+ *                           unified_addressing, can_map_host_memory,
+ *                           read_only_host_register_supported; pN: limits it to
+ *                           physical device N. host_register_supported=0 makes
+ *                           cuMemHostRegister answer CUDA_ERROR_NOT_SUPPORTED,
+ *                           virtual_memory_management_supported=0 does the same
+ *                           for cuMemCreate and cuMemGetAllocationGranularity
+ *   XMC_FAKE_CUDA_FAULTS    a fault script (grammar below)
+ *   XMC_FAKE_CUDA_TRACE     if set and not "0", every driver call is printed to stderr
+ * A malformed setting is reported on stderr when the library loads, and
+ * cuInit then answers CUDA_ERROR_INVALID_VALUE (so nothing runs half-configured);
+ * xmc_fake_cuda_last_error() returns the message.
+ *
+ * ---- fault script grammar
+ *   script := rule { (';' | newline) rule }     empty rules are ignored;
+ *                                               '#' starts a comment to end of line
+ *   rule   := ACTION ':' ENTRY ':' ARG [ '@' WHEN ]
+ *   ACTION := fail | delay | nonidentity
+ *   ENTRY  := an entry point the fake exports, with or without its version
+ *             suffix (cuMemHostRegister and cuMemHostRegister_v2 are the same
+ *             entry), or '*' for every entry point (fail and delay only)
+ *   ARG    := for fail:        a CUresult name (CUDA_ERROR_OUT_OF_MEMORY) or
+ *                              its number (2); the call returns it and does nothing
+ *             for delay:       microseconds (0..60000000) to sleep before the
+ *                              call does its work
+ *             for nonidentity: a non-zero byte offset (decimal or 0x hex, below
+ *                              2^40); ENTRY must be cuMemHostRegister: the
+ *                              registration's device address becomes
+ *                              host + offset (cuMemHostGetDevicePointer and
+ *                              CU_POINTER_ATTRIBUTE_DEVICE_POINTER report it,
+ *                              and copies through it reach the host memory)
+ *   WHEN   := K     only the K-th matching call (K >= 1)
+ *           | K+    the K-th and every later matching call
+ *           (absent: every matching call)
+ *   Calls are counted per rule from the moment the script is installed; a
+ *   call refused because it was made on a host-callback thread is not counted
+ *   by rules. When several fail rules match one call the first in the script
+ *   wins; delays add up.
+ *   Examples:
+ *     fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY@2
+ *     fail:cuMemUnmap_v2:801@3+ ; delay:cuStreamSynchronize:2000
+ *     nonidentity:cuMemHostRegister:0x10000@1
+ *     fail:*:CUDA_ERROR_UNKNOWN@57        (the 57th driver call, whichever it is)
+ *   A script longer than 64 KiB or holding more than 256 rules is refused.
+ *
+ * ---- behaviour worth knowing (details in the sources)
+ *   - Every driver call made on a thread that is running a host function
+ *     (cuLaunchHostFunc) answers CUDA_ERROR_NOT_PERMITTED, except the pure
+ *     lookups cuGetErrorName/cuGetErrorString. (The real driver refuses most
+ *     such calls but, as recorded, lets cuEventRecord and cuStreamQuery of
+ *     another stream through; the fake is stricter on purpose: VMM-CALLBACK.)
+ *   - Registration tracking is process-wide and by exact byte range (as on
+ *     the real driver): any overlap is CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED,
+ *     unregister of an interior address is CUDA_ERROR_INVALID_VALUE, of any
+ *     other unregistered address CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED.
+ *   - A copy whose device side is not (or no longer) mapped when it runs sets
+ *     the context's sticky error CUDA_ERROR_ILLEGAL_ADDRESS (like a GPU fault);
+ *     later calls in that context return it until the context is destroyed.
+ *   - The legacy default stream (0, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD) is
+ *     one ordinary in-order stream per context: it does not synchronise with
+ *     other streams.
+ *   - In a child forked after cuInit every driver call answers
+ *     CUDA_ERROR_NOT_INITIALIZED (the child has no stream workers), and the
+ *     child's exit does not wait for the parent's workers.
+ *   - Streams hold their ops until run; cuStreamDestroy returns at once and
+ *     the queued work still runs. Copies run under the fake's one mutex.
+ */
+#ifndef XMC_FAKE_CUDA_CONTROL_H
+#define XMC_FAKE_CUDA_CONTROL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define XMC_FAKE_CUDA_EXPORT __attribute__((visibility("default")))
+#else
+#define XMC_FAKE_CUDA_EXPORT
+#endif
+
+/* Installs a fault script, replacing the previous one (NULL or "" clears all
+ * rules). Returns 0, or -1 when the script is malformed: then nothing changes
+ * and xmc_fake_cuda_last_error() says which rule is wrong and why. */
+XMC_FAKE_CUDA_EXPORT int xmc_fake_cuda_set_faults(const char* script);
+
+/* Copies the last configuration or fault-script error message (empty if none)
+ * into buf (always NUL-terminated when n > 0); returns its full length. */
+XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_last_error(char* buf, size_t n);
+
+/* Describes every live object (retained contexts, streams, events, device
+ * allocations, registrations, reservations, physical handles, mappings), one
+ * per line, into buf (NUL-terminated, truncated to n); returns the full length
+ * (so xmc_fake_cuda_ledger(NULL, 0) + 1 is the size to allocate). */
+XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_ledger(char* buf, size_t n);
+
+/* The number of live objects the ledger lists (a primary context counts once
+ * per outstanding retain). 0 means the program cleaned up everything. */
+XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_live_objects(void);
+
+/* Objects that a context's destruction freed implicitly (registrations,
+ * allocations, streams, events the program had not released itself) since
+ * load or reset. The real driver frees them too, but a clean program does not
+ * rely on it, so a leak check looks at this as well. */
+XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_reclaimed_objects(void);
+
+/* How many times an entry point was called since load or reset; the name may
+ * carry its version suffix or not. NULL gives the total over all entries. */
+XMC_FAKE_CUDA_EXPORT uint64_t xmc_fake_cuda_call_count(const char* entry);
+
+/* Test only: stops every stream worker (work still queued is dropped; a host
+ * function already running is waited for), frees every object, clears the
+ * fault script and the counters, re-reads the environment, and returns the
+ * driver to "cuInit not called". Handles issued before stay invalid. Must not
+ * be called from a host function or while other threads use the driver. */
+XMC_FAKE_CUDA_EXPORT void xmc_fake_cuda_reset(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

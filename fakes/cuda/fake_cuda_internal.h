@@ -1,0 +1,310 @@
+// Internal state of the fake CUDA driver. One process-wide State, guarded by
+// one mutex (State::mu) and one condition variable (State::cv, notified on
+// every change a waiter may care about). Nothing holds the mutex while a host
+// function (cuLaunchHostFunc) runs or while a delay fault sleeps.
+//
+// Handles (CUcontext, CUstream, CUevent, CUmemGenericAllocationHandle) are
+// numbers from one counter, never reused and never dereferenced: a stale or
+// foreign handle is simply not found. Device pointers are real host addresses
+// (device memory is host memory), so memcpy moves the data.
+#ifndef XMC_FAKE_CUDA_INTERNAL_H
+#define XMC_FAKE_CUDA_INTERNAL_H
+
+// The driver's entry points are declared by cuda.h; giving those declarations
+// default visibility exports their definitions from this library, which is
+// otherwise built with hidden visibility.
+#pragma GCC visibility push(default)
+#include <cuda.h>
+#pragma GCC visibility pop
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#define XMC_FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+// Exports that cuda.h does not declare under these names: the older versions
+// that the real libcuda still exports next to the ones cuda.h maps to. The
+// asm labels give the exact symbol names (the plain names are macros).
+extern "C" {
+__attribute__((visibility("default"))) CUresult xmc_fake_cuDeviceGetUuid_v1(CUuuid* uuid, CUdevice dev)
+    __asm__("cuDeviceGetUuid");
+__attribute__((visibility("default"))) CUresult xmc_fake_cuEventElapsedTime_v1(float* ms, CUevent a,
+                                                                               CUevent b)
+    __asm__("cuEventElapsedTime");
+__attribute__((visibility("default"))) CUresult cuCtxCreate_v2(CUcontext* pctx, unsigned int flags,
+                                                               CUdevice dev);
+}
+
+namespace xmc_fake {
+
+inline constexpr int kDriverVersion = 13000;           // CUDA 13.0, driver 580
+inline constexpr size_t kGranularity = 2u << 20;        // VMM granularity (recorded on H200)
+inline constexpr size_t kMaxDevices = 16;
+
+// ---- objects ---------------------------------------------------------------
+
+struct Device {
+    int physical = 0;        // physical index; UUID, name, bus id follow it
+    CUuuid uuid{};
+    std::string name;
+    size_t total = 0;        // bytes of "device memory"
+    size_t used = 0;         // by cuMemAlloc and cuMemCreate
+    std::map<int, int> attr_overrides;
+};
+
+struct Stream;
+struct Event;
+
+struct Context {
+    uint64_t handle = 0;
+    int ordinal = 0;              // CUdevice of the context
+    bool primary = false;
+    int refs = 0;                 // primary: outstanding retains; created: 1 while alive
+    bool alive = false;
+    CUresult sticky = CUDA_SUCCESS;
+    std::shared_ptr<Stream> null_stream;  // the context's default stream, made on first use
+    std::set<uint64_t> peers;             // contexts with peer access enabled from this one
+};
+
+struct Allocation {  // cuMemAlloc
+    uintptr_t base = 0;
+    size_t size = 0;        // asked
+    size_t mapped = 0;      // mmap length (page multiple)
+    uint64_t ctx = 0;
+    int ordinal = 0;
+};
+
+struct Registration {  // cuMemHostRegister
+    uintptr_t base = 0;
+    size_t size = 0;
+    unsigned flags = 0;
+    uint64_t ctx = 0;
+    int ordinal = 0;
+    uintptr_t dev_base = 0;  // == base unless a nonidentity fault applied
+};
+
+struct Reservation {  // cuMemAddressReserve
+    uintptr_t base = 0;
+    size_t size = 0;
+};
+
+struct PhysHandle {  // cuMemCreate
+    uint64_t handle = 0;
+    int ordinal = 0;
+    size_t size = 0;
+    int fd = -1;             // memfd holding the memory
+    bool released = false;   // cuMemRelease called; freed when map_count reaches 0
+    int map_count = 0;
+};
+
+struct Mapping {  // cuMemMap
+    uintptr_t va = 0;
+    size_t size = 0;
+    uint64_t handle = 0;
+    size_t offset = 0;
+    int host_prot = 0;                // PROT_* currently applied
+    std::map<int, unsigned> access;   // device ordinal -> CUmemAccess_flags
+};
+
+// One unit of stream work, run in order by the stream's worker.
+struct Op {
+    enum class Kind { copy, host_fn, record, wait } kind = Kind::copy;
+    std::function<CUresult()> copy;  // runs under the mutex; an error becomes the sticky error
+    CUhostFn fn = nullptr;
+    void* user = nullptr;
+    std::shared_ptr<Event> event;
+    uint64_t gen = 0;  // record: the generation it completes; wait: the generation awaited
+};
+
+struct Stream {
+    uint64_t handle = 0;   // 0 for a context's default stream
+    uint64_t ctx = 0;
+    unsigned flags = 0;
+    std::deque<Op> queue;  // an op stays at the front until it has finished
+    bool stop = false;     // exit once the queue is empty
+    bool abandon = false;  // exit now, dropping queued ops (reset)
+    bool exited = false;
+    std::thread worker;
+};
+
+struct Event {
+    uint64_t handle = 0;
+    uint64_t ctx = 0;
+    unsigned flags = 0;
+    uint64_t recorded = 0;   // generations issued by cuEventRecord
+    uint64_t completed = 0;  // generations whose record has run
+    std::chrono::steady_clock::time_point when{};
+};
+
+// ---- faults -------------------------------------------------------------------
+
+struct FaultRule {
+    enum class Action { fail, delay, nonidentity } action = Action::fail;
+    std::string entry;       // base name, or "*"
+    int64_t arg = 0;         // CUresult, microseconds, or offset
+    uint64_t k = 0;          // 0: every call
+    bool and_later = false;  // K+
+    uint64_t seen = 0;       // matching calls since installation
+    std::string text;        // the rule as written
+};
+
+// What the fault rules decide for one call.
+struct FaultDecision {
+    CUresult fail = CUDA_SUCCESS;
+    uint64_t delay_us = 0;
+    uint64_t nonidentity = 0;  // cuMemHostRegister: device address offset
+};
+
+// Parses a fault script; false with a message naming the rule on error.
+bool parse_fault_script(std::string_view script, std::vector<FaultRule>& out, std::string& error);
+
+// Counts the call against every rule for `base` (and '*') and says what to do.
+struct State;
+FaultDecision decide_faults_locked(State& g, std::string_view base);
+
+// The nonidentity offset the fault rules chose for the current call of
+// cuMemHostRegister on this thread (set by enter(); 0 = identity).
+uint64_t current_nonidentity_offset();
+
+// ---- the state ------------------------------------------------------------------
+
+struct Config {
+    int device_count = 2;
+    std::vector<int> order;              // ordinal -> physical
+    std::vector<size_t> mem_bytes;       // per physical device
+    std::vector<std::pair<int, std::pair<int, int>>> attrs;  // (physical or -1, (attr, value))
+    std::string faults;
+    bool trace = false;
+    std::string error;                   // non-empty: malformed configuration
+};
+
+struct State {
+    std::mutex mu;
+    std::condition_variable cv;
+
+    bool initialized = false;
+    uint64_t epoch = 1;          // bumped by reset: thread-local context stacks of older epochs are empty
+    uint64_t next_handle = 1;
+    Config config;
+    std::string last_error;
+
+    std::vector<Device> devices;                        // by ordinal
+    std::map<uint64_t, std::shared_ptr<Context>> contexts;
+    std::vector<uint64_t> primary;                      // ordinal -> primary context handle
+    std::map<uint64_t, std::shared_ptr<Stream>> streams;
+    std::vector<std::shared_ptr<Stream>> retired;       // destroyed, worker still draining
+    std::map<uint64_t, std::shared_ptr<Event>> events;
+    std::map<uintptr_t, Allocation> allocations;        // by base
+    std::map<uintptr_t, Registration> registrations;    // by host base
+    std::map<uintptr_t, Reservation> reservations;      // by base
+    std::map<uint64_t, PhysHandle> handles;
+    std::map<uintptr_t, Mapping> mappings;              // by va
+
+    std::vector<FaultRule> rules;
+    bool rules_from_api = false;
+    std::map<std::string, uint64_t, std::less<>> calls;  // by base name
+    uint64_t total_calls = 0;
+    size_t reclaimed = 0;
+};
+
+State& state();
+
+// ---- helpers shared by the areas (all *_locked: caller holds state().mu) ----------
+
+// Runs at the top of every entry point: counts the call, refuses it on a host
+// callback thread, applies fault rules (sleeping for delays without the lock),
+// and checks cuInit was called when `need_init`. CUDA_SUCCESS means: go on.
+CUresult enter(const char* name, bool need_init);
+
+#define FAKE_ENTER(name)                                                   \
+    do {                                                                   \
+        CUresult fake_r_ = ::xmc_fake::enter(name, true);                  \
+        if (fake_r_ != CUDA_SUCCESS) return fake_r_;                       \
+    } while (0)
+#define FAKE_ENTER_NO_INIT(name)                                           \
+    do {                                                                   \
+        CUresult fake_r_ = ::xmc_fake::enter(name, false);                 \
+        if (fake_r_ != CUDA_SUCCESS) return fake_r_;                       \
+    } while (0)
+
+// True on a thread that is running a host function right now.
+bool in_host_callback();
+void set_in_host_callback(bool v);
+
+uint64_t new_handle_locked();
+template <class H>
+H to_handle(uint64_t v) { return reinterpret_cast<H>(static_cast<uintptr_t>(v)); }
+template <class H>
+uint64_t from_handle(H h) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(h)); }
+
+// The current context of the calling thread, or null with *err set
+// (CUDA_ERROR_INVALID_CONTEXT, or the context's sticky error when check_sticky).
+Context* current_ctx_locked(CUresult* err, bool check_sticky = true);
+Context* find_ctx_locked(uint64_t handle);  // alive contexts only
+void ctx_stack_clear_if_stale();             // per-thread stack vs. reset epoch
+std::vector<uint64_t>& ctx_stack();
+
+bool valid_ordinal_locked(int ordinal);
+int device_attribute_locked(int ordinal, int attr, bool* known);
+
+// Streams: find a stream handle (0/legacy/per-thread give the current
+// context's default stream), start a worker, wait for streams to drain.
+std::shared_ptr<Stream> find_stream_locked(CUstream s, CUresult* err);
+std::shared_ptr<Stream> make_stream_locked(uint64_t handle, uint64_t ctx, unsigned flags);
+void wait_idle_locked(std::unique_lock<std::mutex>& lk, const std::shared_ptr<Stream>& s);
+void retire_stream_locked(const std::shared_ptr<Stream>& s);  // stop after draining, join later
+void reap_retired_locked();                                   // join retired workers that exited
+
+// Destroys a context's resources (streams drained first; frees what the
+// program left behind, counting it as reclaimed). Releases and reacquires lk.
+void destroy_context_locked(std::unique_lock<std::mutex>& lk, Context* c);
+
+// Device-side address resolution for copies: the host address at which the
+// device range [addr, addr+n) lives, or 0 when no allocation, mapped and
+// accessible VMM range, or registration holds all of it.
+uintptr_t device_to_host_locked(uintptr_t addr, size_t n);
+// True when [addr, addr+n) touches a VMM reservation (device-only memory).
+bool in_reservation_locked(uintptr_t addr, size_t n);
+
+// Frees everything (reset and unload). Releases and reacquires lk.
+void free_all_locked(std::unique_lock<std::mutex>& lk);
+void vmm_free_all_locked();
+
+// Ledger text and live-object count.
+std::string ledger_locked(size_t* live);
+
+// Reads the environment into a Config (error set when malformed).
+Config read_config();
+
+// CUresult name and description (null when unknown).
+const char* result_name(CUresult r);
+const char* result_string(CUresult r);
+bool result_from_name(std::string_view name, CUresult* out);
+
+// Entry points: base name -> exported function, for cuGetProcAddress and the
+// fault-script check. Versioned exports map to their newest version.
+struct EntryPoint {
+    const char* base;
+    const char* symbol;
+    void* fn;
+    int min_version;  // cudaVersion from which this symbol is what cuGetProcAddress gives
+};
+const std::vector<EntryPoint>& entry_points();
+// Strips a trailing _vN suffix (cuMemAlloc_v2 -> cuMemAlloc).
+std::string_view base_name(std::string_view name);
+bool known_entry(std::string_view base);
+
+}  // namespace xmc_fake
+
+#endif

@@ -1,0 +1,351 @@
+// Device memory (cuMemAlloc: host memory standing in, counted against the
+// device), host-memory registration, and pointer queries.
+//
+// Registration answers, as recorded on a real driver (probe cases in
+// hardware/probe/cuda_driver_580_h200.tsv):
+//   - ranges are tracked process-wide by exact byte range; unaligned
+//     addresses and sizes are accepted, and two disjoint unaligned ranges in
+//     one page are both accepted (reg_unaligned_*);
+//   - any overlap with a registered range, also from another device's
+//     context: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (reg_overlap_*, reg2_*);
+//   - null, zero size, unknown flags, unmapped memory, read-only memory
+//     without CU_MEMHOSTREGISTER_READ_ONLY, device memory: CUDA_ERROR_INVALID_VALUE;
+//   - unregister of a registered base succeeds from any context or none; of
+//     an interior address CUDA_ERROR_INVALID_VALUE (nothing changes); of null
+//     CUDA_ERROR_INVALID_VALUE; of anything else (never registered, already
+//     unregistered) CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+//   - cuMemHostGetFlags / cuMemHostGetDevicePointer work on any address inside
+//     a registration (identity by default) and give CUDA_ERROR_INVALID_VALUE
+//     elsewhere; the flags always include CU_MEMHOSTREGISTER_DEVICEMAP;
+//     cuPointerGetAttribute gives CUDA_ERROR_INVALID_VALUE for memory the
+//     driver does not know;
+//   - registering, allocating, cuMemGetInfo and cuMemHostGetDevicePointer with
+//     no current context: CUDA_ERROR_INVALID_CONTEXT.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+
+#include "fake_cuda_internal.h"
+
+namespace xmc_fake {
+
+namespace {
+
+size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// The entry of `m` (keyed by base, entries disjoint) whose [base, base+size)
+// holds addr, or end().
+template <class Map>
+typename Map::iterator find_containing(Map& m, uintptr_t addr) {
+    auto it = m.upper_bound(addr);
+    if (it == m.begin()) return m.end();
+    --it;
+    return addr < it->first + it->second.size ? it : m.end();
+}
+
+// True when [p, p+n) overlaps any entry of `m` (keyed by base, entries disjoint).
+template <class Map>
+bool overlaps(Map& m, uintptr_t p, size_t n) {
+    auto it = m.lower_bound(p + n);  // first entry starting at or after the end
+    if (it == m.begin()) return false;
+    --it;
+    return it->first + it->second.size > p;
+}
+
+// True when every byte of [p, p+n) is mapped in this process, readable, and
+// writable if `write`: what the real driver needs to pin the pages
+// (recorded: unmapped or PROT_READ memory is CUDA_ERROR_INVALID_VALUE).
+bool host_range_usable(uintptr_t p, size_t n, bool write) {
+    int fd = ::open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return true;  // cannot tell: assume usable
+    std::string text;
+    char buf[8192];
+    for (;;) {
+        ssize_t k = ::read(fd, buf, sizeof buf);
+        if (k <= 0) break;
+        text.append(buf, static_cast<size_t>(k));
+    }
+    ::close(fd);
+    uintptr_t need = p, end = p + n;
+    size_t pos = 0;
+    while (pos < text.size() && need < end) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string::npos) nl = text.size();
+        const char* line = text.c_str() + pos;
+        char* e = nullptr;
+        uintptr_t lo = std::strtoull(line, &e, 16);
+        uintptr_t hi = (e && *e == '-') ? std::strtoull(e + 1, &e, 16) : 0;
+        const char* perms = (e && *e == ' ') ? e + 1 : "----";
+        bool ok = perms[0] == 'r' && (!write || perms[1] == 'w');
+        if (lo <= need && need < hi) {
+            if (!ok) return false;
+            need = hi;
+        } else if (lo > need) {
+            return false;  // a hole
+        }
+        pos = nl + 1;
+    }
+    return need >= end;
+}
+
+}  // namespace
+
+bool in_reservation_locked(uintptr_t addr, size_t n) {
+    return overlaps(state().reservations, addr, n == 0 ? 1 : n);
+}
+
+uintptr_t device_to_host_locked(uintptr_t addr, size_t n) {
+    State& g = state();
+    if (n == 0) n = 1;
+    if (addr + n < addr) return 0;
+    auto a = find_containing(g.allocations, addr);
+    if (a != g.allocations.end()) return addr + n <= a->first + a->second.size ? addr : 0;
+    for (auto& [b, r] : g.registrations)
+        if (r.dev_base <= addr && addr + n <= r.dev_base + r.size) return r.base + (addr - r.dev_base);
+    if (in_reservation_locked(addr, n)) {
+        // every byte must lie in a mapping the device may access
+        uintptr_t need = addr;
+        auto m = find_containing(g.mappings, addr);
+        while (m != g.mappings.end() && m->first <= need && need < addr + n) {
+            if (m->second.host_prot == PROT_NONE) return 0;
+            need = m->first + m->second.size;
+            ++m;
+        }
+        return need >= addr + n ? addr : 0;
+    }
+    return 0;
+}
+
+}  // namespace xmc_fake
+
+using namespace xmc_fake;
+
+// ---- device memory ------------------------------------------------------------------
+
+XMC_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
+    FAKE_ENTER("cuMemAlloc_v2");
+    if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    Context* c = current_ctx_locked(&err);
+    if (c == nullptr) return err;
+    Device& d = g.devices[static_cast<size_t>(c->ordinal)];
+    size_t ps = page_size();
+    if (bytesize > d.total) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t mapped = (bytesize + ps - 1) / ps * ps;
+    if (mapped > d.total - d.used) return CUDA_ERROR_OUT_OF_MEMORY;
+    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    Allocation a;
+    a.base = reinterpret_cast<uintptr_t>(p);
+    a.size = bytesize;
+    a.mapped = mapped;
+    a.ctx = c->handle;
+    a.ordinal = c->ordinal;
+    g.allocations[a.base] = a;
+    d.used += mapped;
+    *dptr = a.base;
+    return CUDA_SUCCESS;
+}
+
+// Recorded: cuMemFree(0) succeeds; an interior, unknown or already freed
+// pointer is CUDA_ERROR_INVALID_VALUE.
+XMC_FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    FAKE_ENTER("cuMemFree_v2");
+    if (dptr == 0) return CUDA_SUCCESS;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto it = g.allocations.find(dptr);
+    if (it == g.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
+    g.devices[static_cast<size_t>(it->second.ordinal)].used -= it->second.mapped;
+    munmap(reinterpret_cast<void*>(it->second.base), it->second.mapped);
+    g.allocations.erase(it);
+    return CUDA_SUCCESS;
+}
+
+XMC_FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes) {
+    FAKE_ENTER("cuMemGetInfo_v2");
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    Context* c = current_ctx_locked(&err);
+    if (c == nullptr) return err;
+    if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    const Device& d = g.devices[static_cast<size_t>(c->ordinal)];
+    *free_bytes = d.total - d.used;
+    *total_bytes = d.total;
+    return CUDA_SUCCESS;
+}
+
+// ---- registration -----------------------------------------------------------------------
+
+XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
+    FAKE_ENTER("cuMemHostRegister_v2");
+    uint64_t offset = current_nonidentity_offset();
+    uintptr_t base = reinterpret_cast<uintptr_t>(p);
+    if (p == nullptr || bytesize == 0 || base + bytesize < base) return CUDA_ERROR_INVALID_VALUE;
+    const unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                           CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+    if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+    bool read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0;
+    bool usable = host_range_usable(base, bytesize, !read_only);  // reads /proc: outside the lock
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    Context* c = current_ctx_locked(&err);
+    if (c == nullptr) return err;
+    bool known_attr = false;
+    if (device_attribute_locked(c->ordinal, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, &known_attr) == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (read_only &&
+        device_attribute_locked(c->ordinal, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, &known_attr) == 0)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (overlaps(g.allocations, base, bytesize) || in_reservation_locked(base, bytesize))
+        return CUDA_ERROR_INVALID_VALUE;  // device memory (recorded: reg_device_memory)
+    if (overlaps(g.registrations, base, bytesize)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    if (!usable) return CUDA_ERROR_INVALID_VALUE;
+    Registration r;
+    r.base = base;
+    r.size = bytesize;
+    r.flags = flags;
+    r.ctx = c->handle;
+    r.ordinal = c->ordinal;
+    r.dev_base = base + offset;  // identity unless a nonidentity fault rule chose an offset
+    g.registrations[base] = r;
+    return CUDA_SUCCESS;
+}
+
+XMC_FAKE_EXPORT CUresult cuMemHostUnregister(void* p) {
+    FAKE_ENTER("cuMemHostUnregister");
+    if (p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = g.registrations.find(a);
+    if (it != g.registrations.end()) {
+        g.registrations.erase(it);
+        return CUDA_SUCCESS;
+    }
+    if (find_containing(g.registrations, a) != g.registrations.end()) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+}
+
+XMC_FAKE_EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr* pdptr, void* p, unsigned int flags) {
+    FAKE_ENTER("cuMemHostGetDevicePointer_v2");
+    if (pdptr == nullptr || p == nullptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    if (current_ctx_locked(&err) == nullptr) return err;
+    uintptr_t a = reinterpret_cast<uintptr_t>(p);
+    auto it = find_containing(g.registrations, a);
+    if (it == g.registrations.end()) return CUDA_ERROR_INVALID_VALUE;
+    // Recorded: also works in another device's context, portable or not.
+    *pdptr = it->second.dev_base + (a - it->second.base);
+    return CUDA_SUCCESS;
+}
+
+XMC_FAKE_EXPORT CUresult cuMemHostGetFlags(unsigned int* pflags, void* p) {
+    FAKE_ENTER("cuMemHostGetFlags");
+    if (pflags == nullptr || p == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto it = find_containing(g.registrations, reinterpret_cast<uintptr_t>(p));
+    if (it == g.registrations.end()) return CUDA_ERROR_INVALID_VALUE;
+    // Recorded: flags 0 reports 2, DEVICEMAP 2, PORTABLE|DEVICEMAP 3: with unified
+    // addressing every registration is mapped.
+    *pflags = it->second.flags | CU_MEMHOSTREGISTER_DEVICEMAP;
+    return CUDA_SUCCESS;
+}
+
+// ---- pointer attributes --------------------------------------------------------------------
+
+XMC_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute attribute, CUdeviceptr ptr) {
+    FAKE_ENTER("cuPointerGetAttribute");
+    if (data == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+
+    // What is at ptr: a registration (by host or device address), a device
+    // allocation, or a VMM mapping.
+    const Registration* reg = nullptr;
+    const Allocation* alloc = nullptr;
+    const Mapping* map = nullptr;
+    uintptr_t host = 0, dev = 0, start = 0;
+    size_t size = 0;
+    auto r = find_containing(g.registrations, ptr);
+    if (r != g.registrations.end()) {
+        reg = &r->second;
+        host = ptr;
+        dev = reg->dev_base + (ptr - reg->base);
+    } else {
+        for (auto& [b, rr] : g.registrations)
+            if (rr.dev_base <= ptr && ptr < rr.dev_base + rr.size) {
+                reg = &rr;
+                dev = ptr;
+                host = rr.base + (ptr - rr.dev_base);
+            }
+    }
+    if (reg != nullptr) {
+        start = reg->dev_base;
+        size = reg->size;
+    } else if (auto a = find_containing(g.allocations, ptr); a != g.allocations.end()) {
+        alloc = &a->second;
+        dev = ptr;
+        start = alloc->base;
+        size = alloc->size;
+    } else if (auto m = find_containing(g.mappings, ptr); m != g.mappings.end()) {
+        map = &m->second;
+        dev = ptr;
+        start = map->va;
+        size = map->size;
+    } else {
+        return CUDA_ERROR_INVALID_VALUE;  // recorded for unregistered host memory
+    }
+    int ordinal = 0;
+    if (reg != nullptr) {
+        ordinal = reg->ordinal;
+    } else if (alloc != nullptr) {
+        ordinal = alloc->ordinal;
+    } else if (auto h = g.handles.find(map->handle); h != g.handles.end()) {
+        ordinal = h->second.ordinal;  // a mapping keeps its (maybe released) handle alive
+    }
+    uint64_t ctx = reg ? reg->ctx : alloc ? alloc->ctx : 0;
+
+    switch (attribute) {
+        case CU_POINTER_ATTRIBUTE_CONTEXT:
+            *static_cast<CUcontext*>(data) = to_handle<CUcontext>(ctx);
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
+            *static_cast<unsigned int*>(data) = reg ? CU_MEMORYTYPE_HOST : CU_MEMORYTYPE_DEVICE;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
+            *static_cast<CUdeviceptr*>(data) = dev;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_HOST_POINTER:
+            if (reg == nullptr) return CUDA_ERROR_INVALID_VALUE;
+            *static_cast<void**>(data) = reinterpret_cast<void*>(host);
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
+            *static_cast<int*>(data) = ordinal;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+            *static_cast<CUdeviceptr*>(data) = start;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
+            *static_cast<size_t*>(data) = size;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MAPPED:
+            *static_cast<bool*>(data) = true;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_IS_MANAGED:
+            *static_cast<bool*>(data) = false;
+            return CUDA_SUCCESS;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;  // not modelled
+    }
+}

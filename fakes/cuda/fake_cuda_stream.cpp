@@ -1,0 +1,610 @@
+// Streams, events, host functions and copies.
+//
+// Each stream has one worker thread that runs its ops in order. An op stays
+// at the front of the queue until it has finished, so "queue empty" means
+// "stream idle". Copies and memsets run under the state mutex (so a VMM unmap
+// cannot happen in the middle of one); a host function runs without it, on
+// the worker, with the thread marked as a host-callback thread (every driver
+// call from it is refused with CUDA_ERROR_NOT_PERMITTED).
+//
+// Events: cuEventRecord issues a new generation and queues an op that
+// completes it; cuStreamWaitEvent waits for the generation issued at the time
+// of the call (an event never recorded is no wait at all, as on the real
+// driver), so a consumer told to wait before the producer recorded does not wait.
+//
+// Copies are validated when enqueued (every device-side byte must be in a
+// device allocation, a registration (by device address) or a VMM mapping
+// with access; recorded: a host pointer as the device side is
+// CUDA_ERROR_INVALID_VALUE) and resolved again when they run: if the device
+// side is gone by then, the copy is not done and the context gets the sticky
+// error CUDA_ERROR_ILLEGAL_ADDRESS, like a GPU fault. After a sticky error,
+// copies in that context are skipped; records and host functions still run,
+// so nobody waits forever.
+#include <cstring>
+
+#include "fake_cuda_internal.h"
+
+namespace xmc_fake {
+
+namespace {
+
+void worker_main(Stream* s) {
+    State& g = state();
+    std::unique_lock<std::mutex> lk(g.mu);
+    for (;;) {
+        g.cv.wait(lk, [&] { return s->abandon || s->stop || !s->queue.empty(); });
+        if (s->abandon || (s->stop && s->queue.empty())) {
+            s->queue.clear();
+            s->exited = true;
+            g.cv.notify_all();
+            return;
+        }
+        Op& op = s->queue.front();  // deque: stays valid while others push_back
+        switch (op.kind) {
+            case Op::Kind::wait: {
+                std::shared_ptr<Event> ev = op.event;
+                uint64_t gen = op.gen;
+                g.cv.wait(lk, [&] { return s->abandon || ev->completed >= gen; });
+                break;
+            }
+            case Op::Kind::copy: {
+                Context* c = find_ctx_locked(s->ctx);
+                if (c != nullptr && c->sticky == CUDA_SUCCESS) {
+                    CUresult r = op.copy();
+                    if (r != CUDA_SUCCESS) c->sticky = r;
+                }
+                break;
+            }
+            case Op::Kind::record:
+                if (op.event->completed < op.gen) op.event->completed = op.gen;
+                op.event->when = std::chrono::steady_clock::now();
+                break;
+            case Op::Kind::host_fn: {
+                CUhostFn fn = op.fn;
+                void* user = op.user;
+                lk.unlock();  // never hold the lock while user code runs
+                set_in_host_callback(true);
+                fn(user);
+                set_in_host_callback(false);
+                lk.lock();
+                break;
+            }
+        }
+        if (!s->queue.empty()) s->queue.pop_front();
+        g.cv.notify_all();
+    }
+}
+
+bool is_default_stream(CUstream s) {
+    return s == nullptr || s == CU_STREAM_LEGACY || s == CU_STREAM_PER_THREAD;
+}
+
+}  // namespace
+
+std::shared_ptr<Stream> make_stream_locked(uint64_t handle, uint64_t ctx, unsigned flags) {
+    auto s = std::make_shared<Stream>();
+    s->handle = handle;
+    s->ctx = ctx;
+    s->flags = flags;
+    s->worker = std::thread(worker_main, s.get());
+    return s;
+}
+
+std::shared_ptr<Stream> find_stream_locked(CUstream hs, CUresult* err) {
+    State& g = state();
+    if (is_default_stream(hs)) {
+        Context* c = current_ctx_locked(err);
+        if (c == nullptr) return nullptr;
+        if (!c->null_stream) c->null_stream = make_stream_locked(0, c->handle, 0);
+        return c->null_stream;
+    }
+    auto it = g.streams.find(from_handle(hs));
+    if (it == g.streams.end()) {
+        *err = CUDA_ERROR_INVALID_HANDLE;
+        return nullptr;
+    }
+    Context* c = find_ctx_locked(it->second->ctx);
+    if (c == nullptr) {
+        *err = CUDA_ERROR_INVALID_CONTEXT;
+        return nullptr;
+    }
+    if (c->sticky != CUDA_SUCCESS) {
+        *err = c->sticky;
+        return nullptr;
+    }
+    *err = CUDA_SUCCESS;
+    return it->second;
+}
+
+void wait_idle_locked(std::unique_lock<std::mutex>& lk, const std::shared_ptr<Stream>& s) {
+    state().cv.wait(lk, [&] { return s->queue.empty() || s->abandon || s->exited; });
+}
+
+void retire_stream_locked(const std::shared_ptr<Stream>& s) {
+    s->stop = true;
+    state().retired.push_back(s);
+    state().cv.notify_all();
+}
+
+void reap_retired_locked() {
+    State& g = state();
+    for (auto it = g.retired.begin(); it != g.retired.end();) {
+        if ((*it)->exited) {
+            // The worker set `exited` under the lock we hold and only returns now.
+            if ((*it)->worker.joinable()) (*it)->worker.join();
+            it = g.retired.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+}  // namespace xmc_fake
+
+using namespace xmc_fake;
+
+namespace {
+
+// Result of the stream's context after waiting: its sticky error, if any.
+CUresult ctx_result_locked(uint64_t ctx) {
+    Context* c = find_ctx_locked(ctx);
+    if (c == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    return c->sticky;
+}
+
+CUresult push_op(CUstream hs, Op op) {
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hs, &err);
+    if (!s) return err;
+    s->queue.push_back(std::move(op));
+    g.cv.notify_all();
+    return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+// ---- streams -------------------------------------------------------------------------
+
+XMC_FAKE_EXPORT CUresult cuStreamCreate(CUstream* phStream, unsigned int flags) {
+    FAKE_ENTER("cuStreamCreate");
+    if (phStream == nullptr || (flags & ~static_cast<unsigned>(CU_STREAM_NON_BLOCKING)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    Context* c = current_ctx_locked(&err);
+    if (c == nullptr) return err;
+    reap_retired_locked();
+    uint64_t h = new_handle_locked();
+    g.streams[h] = make_stream_locked(h, c->handle, flags);
+    *phStream = to_handle<CUstream>(h);
+    return CUDA_SUCCESS;
+}
+
+// Returns at once; queued work still runs (as on the real driver), then the
+// worker exits and is joined later. A second destroy of the same handle
+// crashes the real driver (recorded: SIGSEGV); the fake answers
+// CUDA_ERROR_INVALID_HANDLE.
+XMC_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
+    FAKE_ENTER("cuStreamDestroy_v2");
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto it = g.streams.find(from_handle(hStream));
+    if (it == g.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+    std::shared_ptr<Stream> s = it->second;
+    g.streams.erase(it);
+    retire_stream_locked(s);
+    reap_retired_locked();
+    return CUDA_SUCCESS;
+}
+
+XMC_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
+    FAKE_ENTER("cuStreamSynchronize");
+    State& g = state();
+    std::unique_lock<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
+    if (!s) return err;
+    wait_idle_locked(lk, s);
+    return ctx_result_locked(s->ctx);
+}
+
+XMC_FAKE_EXPORT CUresult cuStreamQuery(CUstream hStream) {
+    FAKE_ENTER("cuStreamQuery");
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
+    if (!s) return err;
+    return s->queue.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+XMC_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int flags) {
+    FAKE_ENTER("cuStreamWaitEvent");
+    if ((flags & ~static_cast<unsigned>(CU_EVENT_WAIT_EXTERNAL)) != 0) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
+    if (!s) return err;
+    auto e = g.events.find(from_handle(hEvent));
+    if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    uint64_t gen = e->second->recorded;  // what was recorded by now, and nothing later
+    if (gen > e->second->completed) {
+        Op op;
+        op.kind = Op::Kind::wait;
+        op.event = e->second;
+        op.gen = gen;
+        s->queue.push_back(std::move(op));
+        g.cv.notify_all();
+    }
+    return CUDA_SUCCESS;
+}
+
+XMC_FAKE_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+    FAKE_ENTER("cuLaunchHostFunc");
+    if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    Op op;
+    op.kind = Op::Kind::host_fn;
+    op.fn = fn;
+    op.user = userData;
+    return push_op(hStream, std::move(op));
+}
+
+// ---- events ---------------------------------------------------------------------------------
+
+XMC_FAKE_EXPORT CUresult cuEventCreate(CUevent* phEvent, unsigned int flags) {
+    FAKE_ENTER("cuEventCreate");
+    const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+    if (phEvent == nullptr || (flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
+    if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING)) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    Context* c = current_ctx_locked(&err);
+    if (c == nullptr) return err;
+    auto e = std::make_shared<Event>();
+    e->handle = new_handle_locked();
+    e->ctx = c->handle;
+    e->flags = flags;
+    g.events[e->handle] = e;
+    *phEvent = to_handle<CUevent>(e->handle);
+    return CUDA_SUCCESS;
+}
+
+XMC_FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
+    FAKE_ENTER("cuEventRecord");
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto e = g.events.find(from_handle(hEvent));
+    if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
+    if (!s) return err;
+    if (s->ctx != e->second->ctx) return CUDA_ERROR_INVALID_HANDLE;  // event and stream of one context
+    Op op;
+    op.kind = Op::Kind::record;
+    op.event = e->second;
+    op.gen = ++e->second->recorded;
+    s->queue.push_back(std::move(op));
+    g.cv.notify_all();
+    return CUDA_SUCCESS;
+}
+
+// Recorded: a never-recorded event queries and synchronizes as complete.
+XMC_FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
+    FAKE_ENTER("cuEventQuery");
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto e = g.events.find(from_handle(hEvent));
+    if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    CUresult sticky = ctx_result_locked(e->second->ctx);
+    if (sticky != CUDA_SUCCESS) return sticky;
+    return e->second->completed >= e->second->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+XMC_FAKE_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
+    FAKE_ENTER("cuEventSynchronize");
+    State& g = state();
+    std::unique_lock<std::mutex> lk(g.mu);
+    auto it = g.events.find(from_handle(hEvent));
+    if (it == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    std::shared_ptr<Event> e = it->second;
+    uint64_t target = e->recorded;
+    g.cv.wait(lk, [&] {
+        Context* c = find_ctx_locked(e->ctx);
+        return e->completed >= target || c == nullptr || c->sticky != CUDA_SUCCESS;
+    });
+    return ctx_result_locked(e->ctx);
+}
+
+XMC_FAKE_EXPORT CUresult cuEventDestroy_v2(CUevent hEvent) {
+    FAKE_ENTER("cuEventDestroy_v2");
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    // A record still queued keeps its own reference; destroying is allowed.
+    return g.events.erase(from_handle(hEvent)) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+namespace {
+// Recorded: never-recorded or DISABLE_TIMING events give CUDA_ERROR_INVALID_HANDLE.
+CUresult elapsed(float* ms, CUevent a, CUevent b) {
+    if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto ea = g.events.find(from_handle(a));
+    auto eb = g.events.find(from_handle(b));
+    if (ea == g.events.end() || eb == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    const Event& x = *ea->second;
+    const Event& y = *eb->second;
+    if ((x.flags | y.flags) & CU_EVENT_DISABLE_TIMING) return CUDA_ERROR_INVALID_HANDLE;
+    if (x.recorded == 0 || y.recorded == 0) return CUDA_ERROR_INVALID_HANDLE;
+    if (x.completed < x.recorded || y.completed < y.recorded) return CUDA_ERROR_NOT_READY;
+    *ms = std::chrono::duration<float, std::milli>(y.when - x.when).count();
+    return CUDA_SUCCESS;
+}
+}  // namespace
+
+XMC_FAKE_EXPORT CUresult cuEventElapsedTime_v2(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+    FAKE_ENTER("cuEventElapsedTime_v2");
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+CUresult xmc_fake_cuEventElapsedTime_v1(float* pMilliseconds, CUevent hStart, CUevent hEnd) {
+    FAKE_ENTER("cuEventElapsedTime");
+    return elapsed(pMilliseconds, hStart, hEnd);
+}
+
+// ---- copies ------------------------------------------------------------------------------------
+
+namespace {
+
+// One side of a copy: where its first byte is, and how rows and slices step.
+struct Side {
+    uintptr_t start = 0;
+    size_t pitch = 0;    // bytes between rows
+    size_t slice = 0;    // bytes between slices
+    bool device = false; // must be device memory; otherwise host memory, or
+                         // device memory reached through a unified address
+    size_t span = 0;     // bytes from start to the end of the last row
+};
+
+struct Plan {
+    Side src, dst;
+    size_t width = 0, rows = 1, depth = 1;
+    bool is_memset = false;
+    unsigned char value = 0;
+};
+
+bool compute_span(Side& s, const Plan& p) {
+    size_t a = 0, b = 0, t = 0;
+    if (__builtin_mul_overflow(p.depth - 1, s.slice, &a)) return false;
+    if (__builtin_mul_overflow(p.rows - 1, s.pitch, &b)) return false;
+    if (__builtin_add_overflow(a, b, &t) || __builtin_add_overflow(t, p.width, &s.span)) return false;
+    uintptr_t end = 0;
+    return !__builtin_add_overflow(s.start, s.span, &end);
+}
+
+// The host address for a side, or 0 when it cannot be reached now.
+uintptr_t resolve(const Side& s) {
+    uintptr_t h = device_to_host_locked(s.start, s.span);
+    if (h != 0) return h;
+    if (s.device || in_reservation_locked(s.start, s.span)) return 0;
+    return s.start;  // plain host memory
+}
+
+// Runs under the state mutex on the worker.
+CUresult execute(const Plan& p) {
+    uintptr_t dst = resolve(p.dst);
+    uintptr_t src = p.is_memset ? 0 : resolve(p.src);
+    if (dst == 0 || (!p.is_memset && src == 0)) return CUDA_ERROR_ILLEGAL_ADDRESS;
+    for (size_t z = 0; z < p.depth; ++z)
+        for (size_t y = 0; y < p.rows; ++y) {
+            auto* d = reinterpret_cast<unsigned char*>(dst + z * p.dst.slice + y * p.dst.pitch);
+            if (p.is_memset) {
+                std::memset(d, p.value, p.width);
+            } else {
+                auto* s = reinterpret_cast<const unsigned char*>(src + z * p.src.slice + y * p.src.pitch);
+                std::memmove(d, s, p.width);
+            }
+        }
+    return CUDA_SUCCESS;
+}
+
+// Validates a plan against the stream and the memory as it is now, then queues it.
+CUresult enqueue(CUstream hs, Plan p) {
+    if (!compute_span(p.dst, p) || (!p.is_memset && !compute_span(p.src, p))) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hs, &err);
+    if (!s) return err;
+    if (p.width == 0 || p.rows == 0 || p.depth == 0) return CUDA_SUCCESS;
+    if (resolve(p.dst) == 0 || (!p.is_memset && resolve(p.src) == 0)) return CUDA_ERROR_INVALID_VALUE;
+    Op op;
+    op.kind = Op::Kind::copy;
+    op.copy = [p] { return execute(p); };
+    s->queue.push_back(std::move(op));
+    g.cv.notify_all();
+    return CUDA_SUCCESS;
+}
+
+// Synchronous variants: the current context's default stream, then wait.
+CUresult run_sync(Plan p) {
+    CUresult r = enqueue(nullptr, p);
+    if (r != CUDA_SUCCESS) return r;
+    State& g = state();
+    std::unique_lock<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(nullptr, &err);
+    if (!s) return err;
+    wait_idle_locked(lk, s);
+    return ctx_result_locked(s->ctx);
+}
+
+Plan linear(uintptr_t dst, bool dst_dev, uintptr_t src, bool src_dev, size_t n) {
+    Plan p;
+    p.dst.start = dst;
+    p.dst.device = dst_dev;
+    p.src.start = src;
+    p.src.device = src_dev;
+    p.width = n;
+    return p;
+}
+
+Plan set_plan(CUdeviceptr dst, unsigned char v, size_t n) {
+    Plan p;
+    p.dst.start = dst;
+    p.dst.device = true;
+    p.width = n;
+    p.is_memset = true;
+    p.value = v;
+    return p;
+}
+
+// One side of a CUDA_MEMCPY2D/3D: pick the pointer by memory type and add the
+// x/y/z offsets. False when the description is invalid.
+CUresult side_from(Side& s, CUmemorytype type, const void* host, CUdeviceptr dev, size_t x, size_t y, size_t z,
+                   size_t pitch, size_t height) {
+    uintptr_t base = 0;
+    switch (type) {
+        case CU_MEMORYTYPE_HOST:
+            base = reinterpret_cast<uintptr_t>(host);
+            s.device = false;
+            break;
+        case CU_MEMORYTYPE_DEVICE:
+            base = dev;
+            s.device = true;
+            break;
+        case CU_MEMORYTYPE_UNIFIED:
+            base = dev;
+            s.device = false;
+            break;
+        case CU_MEMORYTYPE_ARRAY:
+            return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays are not modelled
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (base == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t rows_before = 0, off = 0;
+    if (__builtin_mul_overflow(z, height, &rows_before) || __builtin_add_overflow(rows_before, y, &rows_before) ||
+        __builtin_mul_overflow(rows_before, pitch, &off) || __builtin_add_overflow(off, x, &off) ||
+        __builtin_add_overflow(base, off, &s.start))
+        return CUDA_ERROR_INVALID_VALUE;
+    s.pitch = pitch;
+    if (__builtin_mul_overflow(pitch, height, &s.slice)) return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+
+CUresult plan_2d(const CUDA_MEMCPY2D* c, Plan& p) {
+    if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    p.width = c->WidthInBytes;
+    p.rows = c->Height;
+    p.depth = 1;
+    // Recorded: a pitch smaller than the width is CUDA_ERROR_INVALID_VALUE.
+    if (c->Height > 1 && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, 0,
+                           c->srcPitch, 0);
+    if (r != CUDA_SUCCESS) return r;
+    return side_from(p.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, 0, c->dstPitch, 0);
+}
+
+CUresult plan_3d(const CUDA_MEMCPY3D* c, Plan& p) {
+    if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (c->srcLOD != 0 || c->dstLOD != 0 || c->reserved0 != nullptr || c->reserved1 != nullptr)
+        return CUDA_ERROR_INVALID_VALUE;
+    p.width = c->WidthInBytes;
+    p.rows = c->Height;
+    p.depth = c->Depth;
+    bool multi_row = c->Height > 1 || c->Depth > 1;
+    if (multi_row && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ,
+                           c->srcPitch, c->srcHeight);
+    if (r != CUDA_SUCCESS) return r;
+    return side_from(p.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ,
+                     c->dstPitch, c->dstHeight);
+}
+
+uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
+
+}  // namespace
+
+XMC_FAKE_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream) {
+    FAKE_ENTER("cuMemcpyAsync");
+    return enqueue(hStream, linear(dst, false, src, false, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream hStream) {
+    FAKE_ENTER("cuMemcpyHtoDAsync_v2");
+    return enqueue(hStream, linear(dst, true, addr(src), false, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream hStream) {
+    FAKE_ENTER("cuMemcpyDtoHAsync_v2");
+    return enqueue(hStream, linear(addr(dst), false, src, true, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream) {
+    FAKE_ENTER("cuMemcpyDtoDAsync_v2");
+    return enqueue(hStream, linear(dst, true, src, true, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
+    FAKE_ENTER("cuMemcpy2DAsync_v2");
+    Plan p;
+    CUresult r = plan_2d(pCopy, p);
+    return r != CUDA_SUCCESS ? r : enqueue(hStream, p);
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
+    FAKE_ENTER("cuMemcpy3DAsync_v2");
+    Plan p;
+    CUresult r = plan_3d(pCopy, p);
+    return r != CUDA_SUCCESS ? r : enqueue(hStream, p);
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx,
+                                           size_t n, CUstream hStream) {
+    FAKE_ENTER("cuMemcpyPeerAsync");
+    {
+        std::lock_guard<std::mutex> lk(state().mu);
+        if (find_ctx_locked(from_handle(dstCtx)) == nullptr || find_ctx_locked(from_handle(srcCtx)) == nullptr)
+            return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return enqueue(hStream, linear(dst, true, src, true, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream hStream) {
+    FAKE_ENTER("cuMemsetD8Async");
+    return enqueue(hStream, set_plan(dst, uc, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    FAKE_ENTER("cuMemcpy");
+    return run_sync(linear(dst, false, src, false, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
+    FAKE_ENTER("cuMemcpyHtoD_v2");
+    return run_sync(linear(dst, true, addr(src), false, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
+    FAKE_ENTER("cuMemcpyDtoH_v2");
+    return run_sync(linear(addr(dst), false, src, true, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
+    FAKE_ENTER("cuMemcpyDtoD_v2");
+    return run_sync(linear(dst, true, src, true, n));
+}
+
+XMC_FAKE_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
+    FAKE_ENTER("cuMemsetD8_v2");
+    return run_sync(set_plan(dst, uc, n));
+}

@@ -1,0 +1,1021 @@
+// Tests of the fake CUDA driver. The library is loaded the way the xmc CUDA
+// backend loads a driver: dlopen by path (XMC_FAKE_CUDA_PATH) and dlsym of the
+// versioned names cuda.h maps the plain names to. Each test starts from
+// xmc_fake_cuda_reset() with the environment it needs, and ends by checking
+// that the ledger of live objects is empty.
+#include <cuda.h>
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <future>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "fake_cuda_control.h"
+
+namespace {
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+// Every entry point the tests call; the member names go through cuda.h's
+// version macros like the dlsym names (cuMemAlloc -> cuMemAlloc_v2).
+#define ENTRIES(X)                                                                                   \
+    X(cuInit) X(cuDriverGetVersion) X(cuGetErrorName) X(cuGetErrorString) X(cuGetProcAddress)        \
+    X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid) X(cuDeviceTotalMem)      \
+    X(cuDeviceGetAttribute) X(cuDeviceGetPCIBusId) X(cuDeviceCanAccessPeer)                           \
+    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxCreate) X(cuCtxDestroy)           \
+    X(cuCtxSetCurrent) X(cuCtxGetCurrent) X(cuCtxGetDevice) X(cuCtxPushCurrent) X(cuCtxPopCurrent)    \
+    X(cuCtxSynchronize) X(cuCtxEnablePeerAccess) X(cuMemAlloc) X(cuMemFree) X(cuMemGetInfo)           \
+    X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer) X(cuMemHostGetFlags)     \
+    X(cuPointerGetAttribute) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)              \
+    X(cuStreamQuery) X(cuStreamWaitEvent) X(cuEventCreate) X(cuEventRecord) X(cuEventQuery)           \
+    X(cuEventSynchronize) X(cuEventDestroy) X(cuEventElapsedTime) X(cuLaunchHostFunc)                 \
+    X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)                   \
+    X(cuMemcpy2DAsync) X(cuMemcpy3DAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuMemcpyHtoD)     \
+    X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree)       \
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAccess)
+
+struct Api {
+#define MEMBER(name) decltype(&::name) name = nullptr;
+    ENTRIES(MEMBER)
+#undef MEMBER
+    decltype(&xmc_fake_cuda_set_faults) set_faults = nullptr;
+    decltype(&xmc_fake_cuda_last_error) last_error = nullptr;
+    decltype(&xmc_fake_cuda_ledger) ledger = nullptr;
+    decltype(&xmc_fake_cuda_live_objects) live_objects = nullptr;
+    decltype(&xmc_fake_cuda_reclaimed_objects) reclaimed_objects = nullptr;
+    decltype(&xmc_fake_cuda_call_count) call_count = nullptr;
+    decltype(&xmc_fake_cuda_reset) reset = nullptr;
+    void* handle = nullptr;
+};
+
+Api& api() {
+    static Api a = [] {
+        Api x;
+        x.handle = dlopen(XMC_FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+        if (x.handle == nullptr) {
+            std::fprintf(stderr, "dlopen(%s): %s\n", XMC_FAKE_CUDA_PATH, dlerror());
+            std::abort();
+        }
+#define RESOLVE(name) x.name = reinterpret_cast<decltype(x.name)>(dlsym(x.handle, STR(name)));
+        ENTRIES(RESOLVE)
+#undef RESOLVE
+#define CONTROL(member, sym) x.member = reinterpret_cast<decltype(x.member)>(dlsym(x.handle, #sym));
+        CONTROL(set_faults, xmc_fake_cuda_set_faults)
+        CONTROL(last_error, xmc_fake_cuda_last_error)
+        CONTROL(ledger, xmc_fake_cuda_ledger)
+        CONTROL(live_objects, xmc_fake_cuda_live_objects)
+        CONTROL(reclaimed_objects, xmc_fake_cuda_reclaimed_objects)
+        CONTROL(call_count, xmc_fake_cuda_call_count)
+        CONTROL(reset, xmc_fake_cuda_reset)
+#undef CONTROL
+        return x;
+    }();
+    return a;
+}
+
+std::string ledger() {
+    std::string s(api().ledger(nullptr, 0) + 1, '\0');
+    api().ledger(s.data(), s.size());
+    s.resize(s.size() - 1);
+    return s;
+}
+
+std::string last_error() {
+    std::string s(api().last_error(nullptr, 0) + 1, '\0');
+    api().last_error(s.data(), s.size());
+    s.resize(s.size() - 1);
+    return s;
+}
+
+const char* const kEnv[] = {"XMC_FAKE_CUDA_DEVICES", "XMC_FAKE_CUDA_ORDER", "XMC_FAKE_CUDA_MEM_BYTES",
+                            "XMC_FAKE_CUDA_ATTRS", "XMC_FAKE_CUDA_FAULTS", "XMC_FAKE_CUDA_TRACE"};
+
+size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+
+// n fresh pages of host memory.
+struct Pages {
+    explicit Pages(size_t n, int prot = PROT_READ | PROT_WRITE) : bytes(n * page()) {
+        p = static_cast<char*>(mmap(nullptr, bytes, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+        EXPECT_NE(p, MAP_FAILED);
+    }
+    ~Pages() { munmap(p, bytes); }
+    char* p;
+    size_t bytes;
+};
+
+class FakeCuda : public ::testing::Test {
+protected:
+    // Resets the fake under the given environment (NAME=VALUE pairs) and initialises it.
+    void start(std::vector<std::pair<const char*, const char*>> env = {}, bool init = true) {
+        for (const char* n : kEnv) unsetenv(n);
+        for (auto& [n, v] : env) setenv(n, v, 1);
+        a.reset();
+        for (const char* n : kEnv) unsetenv(n);
+        if (init) {
+            ASSERT_EQ(a.cuInit(0), CUDA_SUCCESS);
+        }
+    }
+    void SetUp() override { start(); }
+    void TearDown() override {
+        if (check_clean_) {
+            EXPECT_EQ(a.live_objects(), 0u) << ledger();
+            EXPECT_EQ(a.reclaimed_objects(), 0u) << ledger();
+        }
+        a.set_faults(nullptr);
+        a.reset();
+    }
+    // Retains device d's primary context and makes it current.
+    CUcontext retain(int d) {
+        CUcontext c = nullptr;
+        EXPECT_EQ(a.cuDevicePrimaryCtxRetain(&c, d), CUDA_SUCCESS);
+        EXPECT_EQ(a.cuCtxSetCurrent(c), CUDA_SUCCESS);
+        return c;
+    }
+    void release(int d) {
+        EXPECT_EQ(a.cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+        EXPECT_EQ(a.cuDevicePrimaryCtxRelease(d), CUDA_SUCCESS);
+    }
+    Api& a = api();
+    bool check_clean_ = true;
+};
+
+// ---- loading and exports -------------------------------------------------------------------
+
+TEST_F(FakeCuda, ExportsTheVersionedNamesOfCudaH) {
+#define CHECK_EXPORT(name) EXPECT_NE(a.name, nullptr) << "missing export " << STR(name);
+    ENTRIES(CHECK_EXPORT)
+#undef CHECK_EXPORT
+    // and the older versions the real libcuda exports next to them
+    for (const char* legacy : {"cuDeviceGetUuid", "cuEventElapsedTime", "cuCtxCreate_v2"})
+        EXPECT_NE(dlsym(a.handle, legacy), nullptr) << legacy;
+    EXPECT_EQ(std::string(STR(cuMemHostRegister)), "cuMemHostRegister_v2");
+    EXPECT_EQ(std::string(STR(cuMemcpy3DAsync)), "cuMemcpy3DAsync_v2");
+}
+
+TEST_F(FakeCuda, GetProcAddressGivesTheNewestVersion) {
+    void* fn = nullptr;
+    CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    ASSERT_EQ(a.cuGetProcAddress("cuMemAlloc", &fn, 13000, 0, &st), CUDA_SUCCESS);
+    EXPECT_EQ(fn, reinterpret_cast<void*>(a.cuMemAlloc));
+    EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SUCCESS);
+    ASSERT_EQ(a.cuGetProcAddress("cuDeviceGetUuid", &fn, 13000, 0, &st), CUDA_SUCCESS);
+    EXPECT_EQ(fn, dlsym(a.handle, "cuDeviceGetUuid_v2"));
+    ASSERT_EQ(a.cuGetProcAddress("cuDeviceGetUuid", &fn, 11000, 0, &st), CUDA_SUCCESS);
+    EXPECT_EQ(fn, dlsym(a.handle, "cuDeviceGetUuid"));
+    EXPECT_EQ(a.cuGetProcAddress("cuNoSuchThing", &fn, 13000, 0, &st), CUDA_ERROR_NOT_FOUND);
+    EXPECT_EQ(fn, nullptr);
+    EXPECT_EQ(st, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND);
+}
+
+TEST_F(FakeCuda, CallsBeforeInitAreRefused) {
+    start({}, false);
+    int n = -1, v = 0;
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_ERROR_NOT_INITIALIZED);
+    EXPECT_EQ(a.cuDriverGetVersion(&v), CUDA_SUCCESS);
+    EXPECT_EQ(v, 13000);
+    const char* name = nullptr;
+    EXPECT_EQ(a.cuGetErrorName(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, &name), CUDA_SUCCESS);
+    EXPECT_STREQ(name, "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED");
+    EXPECT_EQ(a.cuGetErrorName(static_cast<CUresult>(12345), &name), CUDA_ERROR_INVALID_VALUE);
+}
+
+TEST_F(FakeCuda, NoDevicesMeansNoDevice) {
+    start({{"XMC_FAKE_CUDA_DEVICES", "0"}}, false);
+    EXPECT_EQ(a.cuInit(0), CUDA_ERROR_NO_DEVICE);
+}
+
+TEST_F(FakeCuda, AChildForkedAfterInitIsRefusedAndExitsCleanly) {
+    retain(0);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);  // a worker thread exists in the parent
+    pid_t pid = fork();
+    if (pid == 0) {
+        int n = 0;
+        std::exit(a.cuDeviceGetCount(&n) == CUDA_ERROR_NOT_INITIALIZED ? 0 : 1);  // runs the unload path
+    }
+    int st = 0;
+    ASSERT_EQ(waitpid(pid, &st, 0), pid);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
+// ---- devices ---------------------------------------------------------------------------------
+
+std::string uuid_of(Api& a, int ordinal) {
+    CUuuid u{};
+    EXPECT_EQ(a.cuDeviceGetUuid(&u, ordinal), CUDA_SUCCESS);
+    return std::string(u.bytes, 16);
+}
+
+TEST_F(FakeCuda, UuidsAreDistinctAndFollowThePhysicalDeviceWhenPermuted) {
+    start({{"XMC_FAKE_CUDA_DEVICES", "3"}});
+    int n = 0;
+    ASSERT_EQ(a.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    ASSERT_EQ(n, 3);
+    std::vector<std::string> plain;
+    std::vector<int> bus;
+    for (int i = 0; i < 3; ++i) {
+        plain.push_back(uuid_of(a, i));
+        int b = 0;
+        ASSERT_EQ(a.cuDeviceGetAttribute(&b, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, i), CUDA_SUCCESS);
+        bus.push_back(b);
+    }
+    EXPECT_EQ(std::set<std::string>(plain.begin(), plain.end()).size(), 3u);
+
+    start({{"XMC_FAKE_CUDA_DEVICES", "3"}, {"XMC_FAKE_CUDA_ORDER", "2,0,1"}});
+    const int phys[3] = {2, 0, 1};
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_EQ(uuid_of(a, i), plain[static_cast<size_t>(phys[i])]) << "ordinal " << i;
+        char name[128] = {};
+        ASSERT_EQ(a.cuDeviceGetName(name, sizeof name, i), CUDA_SUCCESS);
+        EXPECT_NE(std::string(name).find("physical " + std::to_string(phys[i])), std::string::npos) << name;
+        int b = 0;
+        ASSERT_EQ(a.cuDeviceGetAttribute(&b, CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, i), CUDA_SUCCESS);
+        EXPECT_EQ(b, bus[static_cast<size_t>(phys[i])]);
+    }
+    CUdevice d = 0;
+    EXPECT_EQ(a.cuDeviceGet(&d, 3), CUDA_ERROR_INVALID_DEVICE);
+}
+
+TEST_F(FakeCuda, AttributesAndOverrides) {
+    int v = 0;
+    ASSERT_EQ(a.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0), CUDA_SUCCESS);
+    EXPECT_EQ(v, 1);
+    ASSERT_EQ(a.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1), CUDA_SUCCESS);
+    EXPECT_EQ(v, 1);
+    start({{"XMC_FAKE_CUDA_ATTRS", "p1:host_register_supported=0"}});
+    ASSERT_EQ(a.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 0), CUDA_SUCCESS);
+    EXPECT_EQ(v, 1);
+    ASSERT_EQ(a.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, 1), CUDA_SUCCESS);
+    EXPECT_EQ(v, 0);
+    Pages buf(1);
+    retain(1);
+    EXPECT_EQ(a.cuMemHostRegister(buf.p, buf.bytes, 0), CUDA_ERROR_NOT_SUPPORTED);
+    release(1);
+}
+
+// ---- contexts ----------------------------------------------------------------------------------
+
+TEST_F(FakeCuda, ContextStackAndPrimaryRetainCounting) {
+    CUcontext c0 = nullptr, c1 = nullptr, got = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+    EXPECT_NE(c0, c1);
+    EXPECT_EQ(a.cuCtxPopCurrent(&got), CUDA_ERROR_INVALID_CONTEXT);
+    ASSERT_EQ(a.cuCtxPushCurrent(c0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxPushCurrent(c1), CUDA_SUCCESS);
+    CUdevice d = -1;
+    ASSERT_EQ(a.cuCtxGetDevice(&d), CUDA_SUCCESS);
+    EXPECT_EQ(d, 1);
+    ASSERT_EQ(a.cuCtxPopCurrent(&got), CUDA_SUCCESS);
+    EXPECT_EQ(got, c1);
+    ASSERT_EQ(a.cuCtxGetCurrent(&got), CUDA_SUCCESS);
+    EXPECT_EQ(got, c0);
+    ASSERT_EQ(a.cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxGetCurrent(&got), CUDA_SUCCESS);
+    EXPECT_EQ(got, nullptr);
+    EXPECT_EQ(a.live_objects(), 2u);  // one retain each
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    // the primary context's handle is stable across retain cycles
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&got, 0), CUDA_SUCCESS);
+    EXPECT_EQ(got, c0);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+}
+
+TEST_F(FakeCuda, ContextDestructionReclaimsAndCountsLeftovers) {
+    check_clean_ = false;
+    retain(0);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc(&p, 4096), CUDA_SUCCESS);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.live_objects(), 3u) << ledger();
+    release(0);  // the last retain: the context is reset, like the real driver does
+    EXPECT_EQ(a.live_objects(), 0u) << ledger();
+    EXPECT_EQ(a.reclaimed_objects(), 2u);
+    EXPECT_NE(ledger().find("freed implicitly"), std::string::npos);
+    EXPECT_EQ(a.cuStreamSynchronize(s), CUDA_ERROR_INVALID_HANDLE);
+}
+
+// ---- device memory -------------------------------------------------------------------------------
+
+TEST_F(FakeCuda, DeviceMemoryIsHostMemoryCountedPerDevice) {
+    start({{"XMC_FAKE_CUDA_MEM_BYTES", "64M"}});
+    retain(0);
+    size_t fr = 0, total = 0;
+    ASSERT_EQ(a.cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    EXPECT_EQ(total, 64u << 20);
+    EXPECT_EQ(fr, total);
+    CUdeviceptr p = 0;
+    ASSERT_EQ(a.cuMemAlloc(&p, 8u << 20), CUDA_SUCCESS);
+    std::memset(reinterpret_cast<void*>(p), 7, 8u << 20);  // a real host address
+    ASSERT_EQ(a.cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    EXPECT_EQ(fr, (64u - 8u) << 20);
+    CUdeviceptr q = 0;
+    EXPECT_EQ(a.cuMemAlloc(&q, 60u << 20), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(a.cuMemAlloc(&q, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFree(p + 16), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFree(p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(p), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFree(0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+    EXPECT_EQ(fr, total);
+    release(0);
+}
+
+// ---- registration ----------------------------------------------------------------------------------
+
+TEST_F(FakeCuda, RegistrationCodesFollowTheRealDriver) {
+    CUcontext ctx = retain(0);
+    Pages buf(16);
+    char* b = buf.p;
+    size_t ps = page();
+    ASSERT_EQ(a.cuMemHostRegister(b, 8 * ps, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostRegister(b, 8 * ps, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    EXPECT_EQ(a.cuMemHostRegister(b + 4 * ps, 8 * ps, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    EXPECT_EQ(a.cuMemHostRegister(b + ps, ps, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    EXPECT_EQ(a.cuMemHostRegister(b, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemHostRegister(nullptr, ps, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemHostRegister(b + 8 * ps, ps, 0x80), CUDA_ERROR_INVALID_VALUE);
+
+    unsigned flags = 0;
+    ASSERT_EQ(a.cuMemHostGetFlags(&flags, b + 100), CUDA_SUCCESS);
+    EXPECT_EQ(flags, static_cast<unsigned>(CU_MEMHOSTREGISTER_DEVICEMAP));
+    EXPECT_EQ(a.cuMemHostGetFlags(&flags, b + 9 * ps), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr dp = 0;
+    ASSERT_EQ(a.cuMemHostGetDevicePointer(&dp, b + 100, 0), CUDA_SUCCESS);
+    EXPECT_EQ(dp, reinterpret_cast<CUdeviceptr>(b + 100));  // identity
+    EXPECT_EQ(a.cuMemHostGetDevicePointer(&dp, b, 1), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemHostGetDevicePointer(&dp, b + 9 * ps, 0), CUDA_ERROR_INVALID_VALUE);
+    unsigned type = 0;
+    ASSERT_EQ(a.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, reinterpret_cast<CUdeviceptr>(b)),
+              CUDA_SUCCESS);
+    EXPECT_EQ(type, static_cast<unsigned>(CU_MEMORYTYPE_HOST));
+    EXPECT_EQ(a.cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE,
+                                      reinterpret_cast<CUdeviceptr>(b + 9 * ps)),
+              CUDA_ERROR_INVALID_VALUE);
+
+    // unregister: interior -> invalid value, nothing changes; never registered -> not registered
+    EXPECT_EQ(a.cuMemHostUnregister(b + ps), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemHostUnregister(b + 9 * ps), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    EXPECT_EQ(a.cuMemHostUnregister(nullptr), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.live_objects(), 2u) << ledger();  // context + registration
+    // works with no current context too
+    ASSERT_EQ(a.cuCtxSetCurrent(nullptr), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(b), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(b), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    ASSERT_EQ(a.cuCtxSetCurrent(ctx), CUDA_SUCCESS);
+
+    // exact byte ranges: two unaligned ranges in one page are both fine
+    ASSERT_EQ(a.cuMemHostRegister(b + 8, 100, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemHostRegister(b + 512, 100, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemHostGetFlags(&flags, b + 512), CUDA_SUCCESS);
+    EXPECT_EQ(flags, static_cast<unsigned>(CU_MEMHOSTREGISTER_DEVICEMAP));  // recorded: flags 0 reads 2
+    EXPECT_EQ(a.cuMemHostUnregister(b), CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED);
+    EXPECT_EQ(a.cuMemHostUnregister(b + 8), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(b + 512), CUDA_SUCCESS);
+
+    // memory the driver cannot pin, and device memory
+    Pages ro(2, PROT_READ);
+    EXPECT_EQ(a.cuMemHostRegister(ro.p, ro.bytes, 0), CUDA_ERROR_INVALID_VALUE);
+    void* gone = mmap(nullptr, 4 * ps, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    munmap(gone, 4 * ps);
+    EXPECT_EQ(a.cuMemHostRegister(gone, 4 * ps, 0), CUDA_ERROR_INVALID_VALUE);
+    CUdeviceptr d = 0;
+    ASSERT_EQ(a.cuMemAlloc(&d, 1 << 16), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostRegister(reinterpret_cast<void*>(d), 1 << 16, 0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFree(d), CUDA_SUCCESS);
+    a.cuCtxSetCurrent(nullptr);
+    EXPECT_EQ(a.cuMemHostRegister(b, ps, 0), CUDA_ERROR_INVALID_CONTEXT);  // needs a context
+    release(0);
+}
+
+TEST_F(FakeCuda, RegistrationBelongsToTheRegisteringDevicesContext) {
+    CUcontext c0 = retain(0);
+    CUcontext c1 = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+    Pages buf(4);
+    ASSERT_EQ(a.cuCtxSetCurrent(c1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemHostRegister(buf.p, buf.bytes, 0), CUDA_SUCCESS);
+    int ordinal = -1;
+    ASSERT_EQ(a.cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+                                      reinterpret_cast<CUdeviceptr>(buf.p + 10)),
+              CUDA_SUCCESS);
+    EXPECT_EQ(ordinal, 1);
+    CUcontext owner = nullptr;
+    ASSERT_EQ(a.cuPointerGetAttribute(&owner, CU_POINTER_ATTRIBUTE_CONTEXT, reinterpret_cast<CUdeviceptr>(buf.p)),
+              CUDA_SUCCESS);
+    EXPECT_EQ(owner, c1);
+    ASSERT_EQ(a.cuCtxSetCurrent(c0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostRegister(buf.p, buf.bytes, 0), CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED);
+    EXPECT_NE(ledger().find("device 1"), std::string::npos) << ledger();
+    EXPECT_EQ(a.cuMemHostUnregister(buf.p), CUDA_SUCCESS);  // from device 0's context: allowed
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    release(0);
+}
+
+TEST_F(FakeCuda, ConcurrentRegistrationOfDisjointRangesStaysConsistent) {
+    CUcontext c = retain(0);
+    Pages buf(256);
+    std::vector<std::thread> ts;
+    std::atomic<int> failures{0};
+    for (int t = 0; t < 4; ++t)
+        ts.emplace_back([&, t] {
+            a.cuCtxSetCurrent(c);
+            for (int i = 0; i < 64; ++i) {
+                char* p = buf.p + (static_cast<size_t>(t) * 64 + static_cast<size_t>(i)) * page();
+                if (a.cuMemHostRegister(p, page(), 0) != CUDA_SUCCESS) ++failures;
+                if (i % 2 == 0 && a.cuMemHostUnregister(p) != CUDA_SUCCESS) ++failures;
+            }
+        });
+    for (auto& t : ts) t.join();
+    EXPECT_EQ(failures.load(), 0);
+    EXPECT_EQ(a.live_objects(), 1u + 4 * 32) << ledger();
+    for (size_t i = 1; i < 256; i += 2) EXPECT_EQ(a.cuMemHostUnregister(buf.p + i * page()), CUDA_SUCCESS);
+    release(0);
+}
+
+// ---- streams, events, host functions -------------------------------------------------------------
+
+struct CallbackProbe {
+    Api* a = nullptr;
+    CUstream other = nullptr;
+    CUevent ev = nullptr;
+    CUresult alloc = CUDA_SUCCESS, record = CUDA_SUCCESS, query = CUDA_SUCCESS, current = CUDA_SUCCESS,
+             name = CUDA_ERROR_UNKNOWN;
+    std::thread::id thread;
+};
+
+void CUDA_CB callback_calls_driver(void* u) {
+    auto* p = static_cast<CallbackProbe*>(u);
+    CUdeviceptr d = 0;
+    CUcontext c = nullptr;
+    const char* s = nullptr;
+    p->alloc = p->a->cuMemAlloc(&d, 4096);
+    p->record = p->a->cuEventRecord(p->ev, p->other);
+    p->query = p->a->cuStreamQuery(p->other);
+    p->current = p->a->cuCtxGetCurrent(&c);
+    p->name = p->a->cuGetErrorName(CUDA_ERROR_NOT_PERMITTED, &s);
+    p->thread = std::this_thread::get_id();
+}
+
+TEST_F(FakeCuda, DriverCallsFromAHostCallbackAreRefused) {
+    retain(0);
+    CUstream s = nullptr, other = nullptr;
+    CUevent ev = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamCreate(&other, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&ev, 0), CUDA_SUCCESS);
+    CallbackProbe p;
+    p.a = &a;
+    p.other = other;
+    p.ev = ev;
+    ASSERT_EQ(a.cuLaunchHostFunc(s, callback_calls_driver, &p), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(p.alloc, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(p.record, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(p.query, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(p.current, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(p.name, CUDA_SUCCESS);  // pure lookups are allowed
+    EXPECT_NE(p.thread, std::this_thread::get_id());
+    EXPECT_GE(a.call_count("cuMemAlloc_v2"), 1u);
+    EXPECT_EQ(a.cuEventDestroy(ev), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(other), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
+struct Gate {
+    std::promise<void> open;
+    std::shared_future<void> opened = open.get_future().share();
+};
+
+struct LogStep {
+    std::vector<int>* log;
+    int id;
+};
+
+void CUDA_CB wait_gate(void* u) { static_cast<Gate*>(u)->opened.wait(); }
+void CUDA_CB log_id(void* u) {
+    auto* g = static_cast<LogStep*>(u);
+    g->log->push_back(g->id);
+}
+
+TEST_F(FakeCuda, StreamsRunInOrderAndEventsOrderAcrossStreams) {
+    retain(0);
+    CUstream s1 = nullptr, s2 = nullptr;
+    CUevent e = nullptr, never = nullptr, t0 = nullptr, t1 = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&never, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&t0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&t1, 0), CUDA_SUCCESS);
+    std::vector<int> log;  // written only by the stream workers, in an order the events fix
+    Gate gate;
+    LogStep a1{&log, 1}, a2{&log, 2}, b1{&log, 3};
+    CUdeviceptr buf = 0;
+    ASSERT_EQ(a.cuMemAlloc(&buf, 256), CUDA_SUCCESS);
+    std::vector<unsigned char> src(256, 0x11), dst(256, 0);
+
+    ASSERT_EQ(a.cuEventRecord(t0, s1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuLaunchHostFunc(s1, wait_gate, &gate), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuLaunchHostFunc(s1, log_id, &a1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemcpyHtoDAsync(buf, src.data(), src.size(), s1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuLaunchHostFunc(s1, log_id, &a2), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventRecord(e, s1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventRecord(t1, s1), CUDA_SUCCESS);
+    // A wait on a never-recorded event is no wait; the one on e is.
+    ASSERT_EQ(a.cuStreamWaitEvent(s2, never, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamWaitEvent(s2, e, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuLaunchHostFunc(s2, log_id, &b1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemcpyDtoHAsync(dst.data(), buf, dst.size(), s2), CUDA_SUCCESS);
+
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(a.cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(a.cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(a.cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(a.cuEventQuery(never), CUDA_SUCCESS);
+    float ms = 0;
+    EXPECT_EQ(a.cuEventElapsedTime(&ms, t0, t1), CUDA_ERROR_NOT_READY);
+    gate.open.set_value();
+    ASSERT_EQ(a.cuStreamSynchronize(s2), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventSynchronize(t1), CUDA_SUCCESS);
+    EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
+    EXPECT_EQ(dst, src);
+    EXPECT_EQ(a.cuEventQuery(e), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventElapsedTime(&ms, t0, t1), CUDA_SUCCESS);
+    EXPECT_GE(ms, 15.0f);
+    EXPECT_EQ(a.cuEventElapsedTime(&ms, t0, never), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuEventElapsedTime(&ms, e, t1), CUDA_ERROR_INVALID_HANDLE);  // DISABLE_TIMING
+
+    for (CUevent x : {e, never, t0, t1}) EXPECT_EQ(a.cuEventDestroy(x), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s2), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s2), CUDA_ERROR_INVALID_HANDLE);
+    EXPECT_EQ(a.cuMemFree(buf), CUDA_SUCCESS);
+    release(0);
+}
+
+TEST_F(FakeCuda, AWaitToldBeforeTheRecordDoesNotWait) {
+    // VMM-EVENT-WAIT: the wait captures what was recorded at the time of the call.
+    retain(0);
+    CUstream s1 = nullptr, s2 = nullptr;
+    CUevent e = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&e, 0), CUDA_SUCCESS);
+    Gate gate;
+    ASSERT_EQ(a.cuStreamWaitEvent(s2, e, 0), CUDA_SUCCESS);  // before any record
+    ASSERT_EQ(a.cuLaunchHostFunc(s1, wait_gate, &gate), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventRecord(e, s1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s2), CUDA_SUCCESS);  // returns although s1 is blocked
+    EXPECT_EQ(a.cuEventQuery(e), CUDA_ERROR_NOT_READY);
+    gate.open.set_value();
+    ASSERT_EQ(a.cuEventSynchronize(e), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuEventDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s2), CUDA_SUCCESS);
+    release(0);
+}
+
+// ---- copies ---------------------------------------------------------------------------------------------
+
+TEST_F(FakeCuda, Copy2DHonoursPitchesAndOffsetsExactly) {
+    retain(0);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    const size_t spitch = 40, dpitch = 64, W = 13, H = 5, sx = 3, sy = 2, dx = 7, dy = 1;
+    std::vector<unsigned char> host(spitch * 10);
+    for (size_t i = 0; i < host.size(); ++i) host[i] = static_cast<unsigned char>(i * 7 + 1);
+    CUdeviceptr dev = 0;
+    ASSERT_EQ(a.cuMemAlloc(&dev, dpitch * 8), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemsetD8Async(dev, 0xee, dpitch * 8, s), CUDA_SUCCESS);
+    CUDA_MEMCPY2D c;
+    std::memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host.data();
+    c.srcPitch = spitch;
+    c.srcXInBytes = sx;
+    c.srcY = sy;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dev;
+    c.dstPitch = dpitch;
+    c.dstXInBytes = dx;
+    c.dstY = dy;
+    c.WidthInBytes = W;
+    c.Height = H;
+    ASSERT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_SUCCESS);
+    std::vector<unsigned char> back(dpitch * 8);
+    ASSERT_EQ(a.cuMemcpyDtoHAsync(back.data(), dev, back.size(), s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    for (size_t y = 0; y < 8; ++y)
+        for (size_t x = 0; x < dpitch; ++x) {
+            bool inside = y >= dy && y < dy + H && x >= dx && x < dx + W;
+            unsigned char want = inside ? host[(y - dy + sy) * spitch + (x - dx + sx)] : 0xee;
+            ASSERT_EQ(back[y * dpitch + x], want) << "x " << x << " y " << y;
+        }
+    c.srcPitch = W - 1;  // recorded: a pitch below the width is invalid
+    EXPECT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_ERROR_INVALID_VALUE);
+    c.srcPitch = spitch;
+    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    EXPECT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(a.cuMemFree(dev), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
+TEST_F(FakeCuda, Copy3DHonoursPitchesHeightsAndOffsetsExactly) {
+    retain(0);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    // device source volume: pitch 32, height 6, depth 4; host destination: pitch 24, height 5, depth 5
+    const size_t sp = 32, sh = 6, sd = 4, dp = 24, dh = 5, dd = 5;
+    const size_t W = 9, H = 3, D = 2, sx = 4, sy = 2, sz = 1, dx = 10, dy = 1, dz = 2;
+    CUdeviceptr dev = 0;
+    ASSERT_EQ(a.cuMemAlloc(&dev, sp * sh * sd), CUDA_SUCCESS);
+    std::vector<unsigned char> init(sp * sh * sd);
+    for (size_t i = 0; i < init.size(); ++i) init[i] = static_cast<unsigned char>(i * 13 + 5);
+    ASSERT_EQ(a.cuMemcpyHtoDAsync(dev, init.data(), init.size(), s), CUDA_SUCCESS);
+    std::vector<unsigned char> host(dp * dh * dd, 0xcd);
+    CUDA_MEMCPY3D c;
+    std::memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.srcDevice = dev;
+    c.srcPitch = sp;
+    c.srcHeight = sh;
+    c.srcXInBytes = sx;
+    c.srcY = sy;
+    c.srcZ = sz;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST;
+    c.dstHost = host.data();
+    c.dstPitch = dp;
+    c.dstHeight = dh;
+    c.dstXInBytes = dx;
+    c.dstY = dy;
+    c.dstZ = dz;
+    c.WidthInBytes = W;
+    c.Height = H;
+    c.Depth = D;
+    ASSERT_EQ(a.cuMemcpy3DAsync(&c, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    for (size_t z = 0; z < dd; ++z)
+        for (size_t y = 0; y < dh; ++y)
+            for (size_t x = 0; x < dp; ++x) {
+                bool inside = z >= dz && z < dz + D && y >= dy && y < dy + H && x >= dx && x < dx + W;
+                unsigned char want = 0xcd;
+                if (inside)
+                    want = init[((z - dz + sz) * sh + (y - dy + sy)) * sp + (x - dx + sx)];
+                ASSERT_EQ(host[(z * dh + y) * dp + x], want) << x << "," << y << "," << z;
+            }
+    c.srcHeight = H - 1;  // slices overlapping rows: invalid
+    EXPECT_EQ(a.cuMemcpy3DAsync(&c, s), CUDA_ERROR_INVALID_VALUE);
+    c.srcHeight = sh;
+    c.srcDevice = dev + sp * sh * sd - 8;  // runs past the allocation
+    EXPECT_EQ(a.cuMemcpy3DAsync(&c, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemFree(dev), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
+TEST_F(FakeCuda, CopiesCheckTheDeviceSide) {
+    retain(0);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    Pages host(2);
+    std::vector<char> src(4096, 1);
+    // recorded: a pageable host pointer as the device side is invalid
+    EXPECT_EQ(a.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(host.p), src.data(), src.size(), s),
+              CUDA_ERROR_INVALID_VALUE);
+    // registered memory is device-accessible
+    ASSERT_EQ(a.cuMemHostRegister(host.p, host.bytes, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(host.p), src.data(), src.size(), s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(host.p[4095], 1);
+    EXPECT_EQ(a.cuMemHostUnregister(host.p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
+// ---- VMM -------------------------------------------------------------------------------------------------
+
+CUmemAllocationProp prop_for(int dev) {
+    CUmemAllocationProp p;
+    std::memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = dev;
+    return p;
+}
+
+CUmemAccessDesc rw(int dev) {
+    CUmemAccessDesc d;
+    std::memset(&d, 0, sizeof d);
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = dev;
+    d.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    return d;
+}
+
+// Touches addr in a forked child; returns the signal that killed it (0 if none).
+int touch_in_child(CUdeviceptr addr) {
+    pid_t pid = fork();
+    if (pid == 0) {
+        signal(SIGSEGV, SIG_DFL);  // a sanitizer's handler would turn the fault into an exit code
+        *reinterpret_cast<volatile char*>(addr) = 1;
+        _exit(0);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    return WIFSIGNALED(st) ? WTERMSIG(st) : 0;
+}
+
+TEST_F(FakeCuda, VmmReserveMapUnmapAndTheUnmappedRangeFaults) {
+    retain(0);
+    CUmemAllocationProp prop = prop_for(0);
+    size_t g = 0, rec = 0;
+    ASSERT_EQ(a.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemGetAllocationGranularity(&rec, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED), CUDA_SUCCESS);
+    EXPECT_EQ(g, 2u << 20);
+    EXPECT_EQ(rec, 2u << 20);
+
+    CUdeviceptr va = 0;
+    EXPECT_EQ(a.cuMemAddressReserve(&va, g + 4096, 0, 0, 0), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuMemAddressReserve(&va, 2 * g, 0, 0, 0), CUDA_SUCCESS);
+    EXPECT_EQ(va % g, 0u);
+    EXPECT_EQ(touch_in_child(va), SIGSEGV);  // reserved, unmapped
+    EXPECT_EQ(a.cuMemUnmap(va, 4096), CUDA_SUCCESS);  // recorded: nothing mapped, any size
+
+    size_t free0 = 0, total = 0;
+    ASSERT_EQ(a.cuMemGetInfo(&free0, &total), CUDA_SUCCESS);
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    EXPECT_EQ(a.cuMemCreate(&h, g + g / 2, &prop, 0), CUDA_ERROR_INVALID_VALUE);
+    CUmemAllocationProp bad = prop_for(9);
+    EXPECT_EQ(a.cuMemCreate(&h, g, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+    ASSERT_EQ(a.cuMemCreate(&h, 2 * g, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemCreate(&h2, g, &prop, 0), CUDA_SUCCESS);
+    size_t free1 = 0;
+    ASSERT_EQ(a.cuMemGetInfo(&free1, &total), CUDA_SUCCESS);
+    EXPECT_EQ(free0 - free1, 3 * g);
+
+    EXPECT_EQ(a.cuMemMap(va, g, 4096, h, 0), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(a.cuMemMap(va + 4096, g, 0, h, 0), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(a.cuMemMap(va, g, 2 * g, h, 0), CUDA_ERROR_NOT_SUPPORTED);
+    ASSERT_EQ(a.cuMemMap(va, 2 * g, 0, h, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemMap(va, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
+    EXPECT_EQ(touch_in_child(va), SIGSEGV);  // mapped, no access yet
+    CUmemAccessDesc d = rw(0);
+    ASSERT_EQ(a.cuMemSetAccess(va, 2 * g, &d, 1), CUDA_SUCCESS);
+    unsigned long long fl = 0;
+    ASSERT_EQ(a.cuMemGetAccess(&fl, &d.location, va + g), CUDA_SUCCESS);
+    EXPECT_EQ(fl, static_cast<unsigned long long>(CU_MEM_ACCESS_FLAGS_PROT_READWRITE));
+    EXPECT_EQ(touch_in_child(va), 0);
+    ASSERT_EQ(a.cuMemsetD8(va, 0x42, 2 * g), CUDA_SUCCESS);
+    std::vector<unsigned char> back(16);
+    ASSERT_EQ(a.cuMemcpyDtoH(back.data(), va + 2 * g - 16, 16), CUDA_SUCCESS);
+    EXPECT_EQ(back, std::vector<unsigned char>(16, 0x42));
+
+    EXPECT_EQ(a.cuMemUnmap(va, g), CUDA_ERROR_INVALID_VALUE);  // part of a mapping
+    EXPECT_EQ(a.cuMemUnmap(va + 4096, 4096), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemAddressFree(va, 2 * g), CUDA_ERROR_INVALID_VALUE);  // still mapped
+    ASSERT_EQ(a.cuMemUnmap(va, 2 * g), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemUnmap(va, 2 * g), CUDA_SUCCESS);  // recorded: unmapped again is fine
+    EXPECT_EQ(touch_in_child(va), SIGSEGV);
+    EXPECT_EQ(a.cuMemcpyDtoH(back.data(), va, 16), CUDA_ERROR_INVALID_VALUE);
+
+    // release while mapped: usable until unmapped, memory returns at the unmap
+    ASSERT_EQ(a.cuMemMap(va, g, 0, h2, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemSetAccess(va, g, &d, 1), CUDA_SUCCESS);
+    size_t before = 0;
+    ASSERT_EQ(a.cuMemGetInfo(&before, &total), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemRelease(h2), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemRelease(h2), CUDA_ERROR_INVALID_VALUE);
+    size_t after = 0;
+    ASSERT_EQ(a.cuMemGetInfo(&after, &total), CUDA_SUCCESS);
+    EXPECT_EQ(after, before);
+    EXPECT_EQ(a.cuMemsetD8(va, 1, g), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemUnmap(va, g), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemGetInfo(&after, &total), CUDA_SUCCESS);
+    EXPECT_EQ(after - before, g);
+
+    ASSERT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemGetInfo(&after, &total), CUDA_SUCCESS);
+    EXPECT_EQ(after, free0);
+    ASSERT_EQ(a.cuMemAddressFree(va, 2 * g), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAddressFree(va, 2 * g), CUDA_ERROR_INVALID_VALUE);
+    release(0);
+}
+
+void CUDA_CB wait_then_nothing(void* u) { static_cast<std::shared_future<void>*>(u)->wait(); }
+
+TEST_F(FakeCuda, ACopyIntoAMappingUnmappedBeforeItRunsIsAStickyIllegalAddress) {
+    // VMM-CLOSE: a backend that unmaps while a copy is queued is caught, not crashed.
+    check_clean_ = false;  // the context is reset with the stream still in it
+    retain(0);
+    CUmemAllocationProp prop = prop_for(0);
+    const size_t g = 2u << 20;
+    CUdeviceptr va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    ASSERT_EQ(a.cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemCreate(&h, g, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemMap(va, g, 0, h, 0), CUDA_SUCCESS);
+    CUmemAccessDesc d = rw(0);
+    ASSERT_EQ(a.cuMemSetAccess(va, g, &d, 1), CUDA_SUCCESS);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    std::promise<void> open;
+    std::shared_future<void> opened = open.get_future().share();
+    std::vector<char> src(g, 3);
+    ASSERT_EQ(a.cuLaunchHostFunc(s, wait_then_nothing, &opened), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemcpyHtoDAsync(va, src.data(), g, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemUnmap(va, g), CUDA_SUCCESS);
+    open.set_value();
+    EXPECT_EQ(a.cuStreamSynchronize(s), CUDA_ERROR_ILLEGAL_ADDRESS);
+    CUdeviceptr p = 0;
+    EXPECT_EQ(a.cuMemAlloc(&p, 16), CUDA_ERROR_ILLEGAL_ADDRESS);  // sticky
+    EXPECT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAddressFree(va, g), CUDA_SUCCESS);
+    release(0);  // destroying the context clears the sticky error
+    retain(0);
+    EXPECT_EQ(a.cuMemAlloc(&p, 16), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(p), CUDA_SUCCESS);
+    release(0);
+    EXPECT_EQ(a.live_objects(), 0u) << ledger();
+}
+
+// ---- faults ------------------------------------------------------------------------------------------------
+
+TEST_F(FakeCuda, FailTheKthCallOrEveryCallFromK) {
+    retain(0);
+    CUdeviceptr p[4] = {};
+    ASSERT_EQ(a.set_faults("fail:cuMemAlloc:CUDA_ERROR_OUT_OF_MEMORY@2"), 0);
+    EXPECT_EQ(a.cuMemAlloc(&p[0], 64), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAlloc(&p[1], 64), CUDA_ERROR_OUT_OF_MEMORY);
+    EXPECT_EQ(a.cuMemAlloc(&p[1], 64), CUDA_SUCCESS);
+    ASSERT_EQ(a.set_faults("fail:cuMemFree_v2:999@2+ # comment\n"), 0);
+    EXPECT_EQ(a.cuMemFree(p[0]), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(p[1]), CUDA_ERROR_UNKNOWN);
+    EXPECT_EQ(a.cuMemFree(p[1]), CUDA_ERROR_UNKNOWN);
+    ASSERT_EQ(a.set_faults(""), 0);
+    EXPECT_EQ(a.cuMemFree(p[1]), CUDA_SUCCESS);
+
+    // '*' counts every call; delays add up
+    uint64_t before = a.call_count(nullptr);
+    ASSERT_EQ(a.set_faults("fail:*:CUDA_ERROR_NOT_READY@3; delay:cuCtxGetDevice:30000"), 0);
+    CUdevice dv = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_EQ(a.cuCtxGetDevice(&dv), CUDA_SUCCESS);
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(25));
+    int n = 0;
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(a.cuDeviceGetCount(&n), CUDA_SUCCESS);
+    EXPECT_EQ(a.call_count(nullptr) - before, 4u);
+    EXPECT_EQ(a.call_count("cuDeviceGetCount"), a.call_count("cuDeviceGetCount_v2"));
+    a.set_faults(nullptr);
+    release(0);
+}
+
+TEST_F(FakeCuda, NonIdentityRegistrationMapsElsewhereAndCopiesStillReachIt) {
+    retain(0);
+    ASSERT_EQ(a.set_faults("nonidentity:cuMemHostRegister_v2:0x100000@2"), 0);
+    Pages x(1), y(1);
+    ASSERT_EQ(a.cuMemHostRegister(x.p, x.bytes, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemHostRegister(y.p, y.bytes, 0), CUDA_SUCCESS);
+    CUdeviceptr dx = 0, dy = 0, attr = 0;
+    ASSERT_EQ(a.cuMemHostGetDevicePointer(&dx, x.p, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemHostGetDevicePointer(&dy, y.p + 8, 0), CUDA_SUCCESS);
+    EXPECT_EQ(dx, reinterpret_cast<CUdeviceptr>(x.p));
+    EXPECT_EQ(dy, reinterpret_cast<CUdeviceptr>(y.p + 8) + 0x100000);
+    ASSERT_EQ(a.cuPointerGetAttribute(&attr, CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+                                      reinterpret_cast<CUdeviceptr>(y.p)),
+              CUDA_SUCCESS);
+    EXPECT_EQ(attr, reinterpret_cast<CUdeviceptr>(y.p) + 0x100000);
+    std::memset(y.p, 0x77, y.bytes);
+    char out[8] = {};
+    ASSERT_EQ(a.cuMemcpyDtoH(out, dy, sizeof out), CUDA_SUCCESS);
+    EXPECT_EQ(out[7], 0x77);
+    EXPECT_NE(ledger().find("device address"), std::string::npos);
+    EXPECT_EQ(a.cuMemHostUnregister(x.p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(y.p), CUDA_SUCCESS);
+    release(0);
+}
+
+TEST_F(FakeCuda, MalformedScriptsAreRefusedWithAMessageAndChangeNothing) {
+    ASSERT_EQ(a.set_faults("fail:cuInit:CUDA_ERROR_UNKNOWN@5"), 0);
+    const char* bad[] = {
+        "fail",
+        "fail:cuMemAlloc",
+        "fail:cuMemAlloc:",
+        "fail:cuNoSuchEntry:1",
+        "fail:cuMemAlloc:CUDA_ERROR_NO_SUCH_CODE",
+        "fail:cuMemAlloc:CUDA_SUCCESS",
+        "fail:cuMemAlloc:1@",
+        "fail:cuMemAlloc:1@0",
+        "fail:cuMemAlloc:1@x+",
+        "fail:cuMemAlloc:1@99999999999999999999999",
+        "explode:cuMemAlloc:1",
+        "delay:cuMemAlloc:-5",
+        "delay:cuMemAlloc:999999999999",
+        "nonidentity:cuMemAlloc:4096",
+        "nonidentity:*:4096",
+        "nonidentity:cuMemHostRegister:0",
+        "fail:cu Mem:1",
+        ":::",
+        "\x01\x02\x03",
+    };
+    for (const char* s : bad) {
+        EXPECT_EQ(a.set_faults(s), -1) << s;
+        EXPECT_FALSE(last_error().empty()) << s;
+    }
+    EXPECT_EQ(a.set_faults("fail:cuMemAlloc:1; fail:bogus:2"), -1);
+    EXPECT_NE(last_error().find("rule 2 'fail:bogus:2'"), std::string::npos) << last_error();
+    std::string huge(70000, ';');
+    EXPECT_EQ(a.set_faults(huge.c_str()), -1);
+    std::string many;
+    for (int i = 0; i < 300; ++i) many += "delay:cuInit:1;";
+    EXPECT_EQ(a.set_faults(many.c_str()), -1);
+    // the earlier script is still installed: the 5th cuInit fails
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(a.cuInit(0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuInit(0), CUDA_ERROR_UNKNOWN);
+    a.set_faults(nullptr);
+}
+
+TEST_F(FakeCuda, MalformedEnvironmentMakesCuInitFailWithAMessage) {
+    testing::internal::CaptureStderr();
+    start({{"XMC_FAKE_CUDA_FAULTS", "fail:cuBogus:1"}}, false);
+    std::string err = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(a.cuInit(0), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_NE(last_error().find("cuBogus"), std::string::npos) << last_error();
+    EXPECT_NE(err.find("cuBogus"), std::string::npos) << err;
+    for (auto env : std::vector<std::pair<const char*, const char*>>{{"XMC_FAKE_CUDA_DEVICES", "two"},
+                                                                     {"XMC_FAKE_CUDA_ORDER", "0,0"},
+                                                                     {"XMC_FAKE_CUDA_MEM_BYTES", "lots"},
+                                                                     {"XMC_FAKE_CUDA_ATTRS", "p9:99=0"}}) {
+        testing::internal::CaptureStderr();
+        start({env}, false);
+        testing::internal::GetCapturedStderr();
+        EXPECT_EQ(a.cuInit(0), CUDA_ERROR_INVALID_VALUE) << env.first;
+        EXPECT_NE(last_error().find(env.first), std::string::npos) << last_error();
+    }
+    // a good script from the environment applies from the first call
+    start({{"XMC_FAKE_CUDA_FAULTS", "fail:cuInit:CUDA_ERROR_NO_DEVICE@1"}}, false);
+    EXPECT_EQ(a.cuInit(0), CUDA_ERROR_NO_DEVICE);
+    EXPECT_EQ(a.cuInit(0), CUDA_SUCCESS);
+}
+
+// ---- ledger ----------------------------------------------------------------------------------------------
+
+TEST_F(FakeCuda, LedgerListsEveryLiveObjectAndIsEmptyAfterCleanup) {
+    EXPECT_EQ(a.live_objects(), 0u);
+    retain(0);
+    CUstream s = nullptr;
+    CUevent e = nullptr;
+    CUdeviceptr p = 0, va = 0;
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp prop = prop_for(0);
+    Pages buf(1);
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&e, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAlloc(&p, 100), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemHostRegister(buf.p, buf.bytes, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAddressReserve(&va, 2u << 20, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemCreate(&h, 2u << 20, &prop, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemMap(va, 2u << 20, 0, h, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.live_objects(), 8u) << ledger();
+    std::string l = ledger();
+    for (const char* what : {"context", "stream", "event", "device allocation", "registration",
+                             "address reservation", "physical handle", "mapping"})
+        EXPECT_NE(l.find(what), std::string::npos) << what << "\n" << l;
+    char small[16];
+    EXPECT_EQ(a.ledger(small, sizeof small), l.size());
+    EXPECT_EQ(std::strlen(small), sizeof small - 1);
+
+    EXPECT_EQ(a.cuMemUnmap(va, 2u << 20), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemAddressFree(va, 2u << 20), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(buf.p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuEventDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+    EXPECT_EQ(a.live_objects(), 0u) << ledger();
+    EXPECT_EQ(ledger(), "live objects: 0\n");
+}
+
+}  // namespace
