@@ -70,14 +70,22 @@ void PinRegistry::set_device(uintptr_t base, int32_t device) {
     if (PinBlock *b = blocks_.find(base)) b->device = device;
 }
 
-void PinRegistry::release(PinBlock *b) {
+xmc_status PinRegistry::release(xmc_instance *inst, PinBlock *b, const char *call) {
     const PinBlock block = *b;
+    if (release_hook_) {
+        int64_t native = 0;
+        char why[256] = "";
+        xmc_status st = release_hook_(block, &native, why, sizeof why);
+        if (st != XMC_OK)
+            return fail(inst, st, native, call, "%s: block %p kept pinned: the driver did not release it: %s", call,
+                        reinterpret_cast<void *>(block.base), why);
+    }
     blocks_.erase(block.base);
     bytes_now_ -= block.size;
-    if (release_hook_) release_hook_(block);
     void *p = reinterpret_cast<void *>(block.base);
     munlock(p, block.size);
     std::free(p);
+    return ok();
 }
 
 xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
@@ -92,9 +100,11 @@ xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
                                             : "was already freed (references still held)";
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_free", "pin_free: address %p %s", base, why);
     }
-    b->owner_alive = false;
-    if (b->extra_refs == 0) release(b);
-    return ok();
+    if (b->extra_refs > 0) {
+        b->owner_alive = false;
+        return ok();
+    }
+    return release(inst, b, "pin_free");  // on failure the owner reference stays
 }
 
 xmc_status PinRegistry::query(xmc_instance *inst, const void *addr, size_t len,
@@ -133,7 +143,8 @@ xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_unref",
                     "pin_unref: block %p holds no reference taken with pin_ref", reinterpret_cast<void *>(b->base));
     // Released only when the last reference goes, owner's included.
-    if (--b->extra_refs == 0 && !b->owner_alive) release(b);
+    if (b->extra_refs == 1 && !b->owner_alive) return release(inst, b, "pin_unref");  // failure keeps the ref
+    --b->extra_refs;
     return ok();
 }
 

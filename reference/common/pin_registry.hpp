@@ -22,9 +22,12 @@ struct PinBlock {
 
 class PinRegistry {
 public:
-    // Called after a block leaves the registry and before its memory is
-    // unlocked and freed (a GPU backend unregisters it from the driver here).
-    using ReleaseHook = void (*)(const PinBlock &block);
+    // Called when a block's last reference goes, before its pages are
+    // unlocked and freed: a GPU backend unregisters the block from its driver
+    // here. A failure (status, with the native code in *native) keeps the
+    // block live and unchanged, and the free reports it: success is never
+    // reported while the device may still map the pages (seed 000's bug).
+    using ReleaseHook = xmc_status (*)(const PinBlock &block, int64_t *native, char *why, size_t why_len);
 
     static PinRegistry &process();
     static size_t page_size();
@@ -42,9 +45,9 @@ public:
     xmc_status stats(xmc_instance *inst, xmc_pin_stats *out) const;
 
 private:
-    // Removes a block with no reference left and gives its memory back.
-    // Caller holds mu_.
-    void release(PinBlock *block);
+    // Gives back the memory of a block with no reference left, or leaves it
+    // untouched and returns the hook's failure. Caller holds mu_.
+    xmc_status release(xmc_instance *inst, PinBlock *block, const char *call);
 
     mutable std::mutex mu_;
     mutable BlockIndex<PinBlock> blocks_;

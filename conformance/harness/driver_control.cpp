@@ -1,0 +1,126 @@
+#include "driver_control.hpp"
+#include "driver_control_ze.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace xmc::conformance {
+
+std::string DriverControl::ledger_text() const {
+    if (!ledger) return "";
+    std::vector<char> buf(ledger(nullptr, 0) + 1);
+    ledger(buf.data(), buf.size());
+    return buf.data();
+}
+
+size_t DriverControl::objects_besides_contexts() const {
+    // One object per ledger line; the fake's own header and released physical
+    // handles (freed with their last mapping) are not live objects.
+    size_t n = 0;
+    const std::string text = ledger_text();
+    for (size_t at = 0; at < text.size();) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(at, end - at);
+        at = end + 1;
+        if (line.empty() || line.rfind("live objects:", 0) == 0 || line.rfind("context ", 0) == 0 ||
+            line.find(": released,") != std::string::npos)
+            continue;
+        ++n;
+    }
+    return n;
+}
+
+namespace {
+
+// Function types of the two driver entry points the suite calls itself, to
+// learn a device's UUID (cuda.h is not needed for that).
+using CuDeviceGet = int (*)(int *device, int ordinal);
+using CuDeviceGetUuid = int (*)(unsigned char uuid[16], int device);
+
+// "registration 0x<base>, <n> bytes, flags 0x<f>, device <ordinal>, context ..." in the ledger.
+bool cuda_registration_uuid(const DriverControl &c, const void *base, uint8_t uuid[16], std::string *why) {
+    char key[64];
+    std::snprintf(key, sizeof key, "registration 0x%llx,",
+                  static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(base)));
+    const std::string ledger = c.ledger_text();
+    const size_t at = ledger.find(key);
+    const size_t dev = at == std::string::npos ? at : ledger.find(", device ", at);
+    if (dev == std::string::npos || dev > ledger.find('\n', at)) {
+        *why = std::string("the driver holds no registration at ") + key + " ledger:\n" + ledger;
+        return false;
+    }
+    const int ordinal = std::atoi(ledger.c_str() + dev + 9);
+    void *h = dlopen(c.library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    auto get = h ? reinterpret_cast<CuDeviceGet>(dlsym(h, "cuDeviceGet")) : nullptr;
+    auto get_uuid = h ? reinterpret_cast<CuDeviceGetUuid>(dlsym(h, "cuDeviceGetUuid_v2")) : nullptr;
+    int device = 0;
+    if (!get || !get_uuid || get(&device, ordinal) != 0 || get_uuid(uuid, device) != 0) {
+        *why = "cannot ask the driver for the UUID of device ordinal " + std::to_string(ordinal);
+        return false;
+    }
+    return true;
+}
+
+template <class F>
+bool resolve(void *h, const char *name, F *out) {
+    *out = reinterpret_cast<F>(dlsym(h, name));
+    return *out != nullptr;
+}
+
+// The CUDA backend loads the library named by XMC_CUDA_DRIVER (default
+// libcuda.so.1); the fake CUDA driver exports xmc_fake_cuda_* next to it.
+bool cuda_control(DriverControl *c, std::string *why) {
+    const char *env = std::getenv("XMC_CUDA_DRIVER");
+    c->library = env && *env ? env : "libcuda.so.1";
+    // RTLD_NOLOAD: only the library the backend already loaded, never another.
+    void *h = dlopen(c->library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (!h) {
+        *why = "unsupported: backend 'cuda' has no driver loaded from '" + c->library + "', so no fault injection";
+        return false;
+    }
+    if (!resolve(h, "xmc_fake_cuda_set_faults", &c->set_faults) ||
+        !resolve(h, "xmc_fake_cuda_live_objects", &c->live_objects) ||
+        !resolve(h, "xmc_fake_cuda_reclaimed_objects", &c->reclaimed_objects) ||
+        !resolve(h, "xmc_fake_cuda_ledger", &c->ledger)) {
+        *why = "unsupported: backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection";
+        return false;
+    }
+    c->reject_register = "fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY";
+    c->reject_register_code = 2;
+    c->fail_next_unregister = "fail:cuMemHostUnregister:CUDA_ERROR_UNKNOWN@1";
+    c->fail_unregister_code = 999;
+    c->nonidentity_register = "nonidentity:cuMemHostRegister:0x10000";
+    c->unsupported_register = "fail:cuMemHostRegister:CUDA_ERROR_NOT_SUPPORTED";
+    c->registration_uuid = cuda_registration_uuid;
+    return true;
+}
+
+} // namespace
+
+const DriverControl *driver_control(const xmc_backend *api, std::string *why) {
+    static std::mutex mu;
+    static std::map<std::string, DriverControl> found;  // by backend name
+    std::lock_guard<std::mutex> lock(mu);
+    const std::string name = api && api->name ? api->name : "";
+    if (auto it = found.find(name); it != found.end()) return &it->second;
+    DriverControl c;
+    std::string reason = "unsupported: backend '" + name + "' has no driver fault injection";
+    bool ok = false;
+    // The in-tree CUDA backend and its broken variants of the self-test ("broken_cuda_*").
+    if (name == "cuda" || name.rfind("broken_cuda_", 0) == 0) ok = cuda_control(&c, &reason);
+    else if (ze_backend(name)) ok = ze_control(&c, name, &reason);
+    if (!ok) {
+        if (why) *why = reason;
+        return nullptr;
+    }
+    return &(found[name] = c);
+}
+
+} // namespace xmc::conformance

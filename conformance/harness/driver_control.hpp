@@ -1,0 +1,44 @@
+// The fault hook (SPEC 7): for a backend that runs over one of the fakes, the
+// fake's control API, found in the driver library the backend itself loaded.
+// Requirements that need the driver to misbehave (REG-FAIL, REG-UNREG-FAIL,
+// REG-IDENTITY's non-identity mapping, REG-UNAVAILABLE) inject faults through
+// it, and every test of those files checks the fake's ledger of live objects
+// after closing its instances. A backend without such a driver (the host, a
+// real driver) has none: those tests skip with a declared "unsupported:" reason.
+#pragma once
+#include <xmc/backend.h>
+
+#include <string>
+
+namespace xmc::conformance {
+
+struct DriverControl {
+    std::string library;  // the fake the backend loaded
+    int (*set_faults)(const char *script) = nullptr;
+    size_t (*live_objects)() = nullptr;
+    size_t (*reclaimed_objects)() = nullptr;
+    size_t (*ledger)(char *buf, size_t n) = nullptr;
+    // Fault scripts in this driver's terms, one per scenario the suite injects.
+    const char *reject_register = nullptr;        // registration refused (resources exhausted)
+    const char *fail_next_unregister = nullptr;   // the next release of a registration fails
+    const char *nonidentity_register = nullptr;   // registration mapped at another device address
+    const char *unsupported_register = nullptr;   // registration not supported by the device
+    int64_t reject_register_code = 0;             // the native code the first script injects
+    int64_t fail_unregister_code = 0;             // ... and the second
+
+    std::string ledger_text() const;
+    // Live objects other than contexts: what a failed or undone call must not
+    // leave behind (a backend may keep its devices' contexts while open).
+    size_t objects_besides_contexts() const;
+    // The UUID of the driver device whose context holds the registration at
+    // `base`, read from the fake's own records (never from the backend);
+    // false with the reason when the ledger has no such registration.
+    bool (*registration_uuid)(const DriverControl &c, const void *base, uint8_t uuid[16], std::string *why) = nullptr;
+};
+
+// The control of the fake driver under `api`, or nullptr with the reason in
+// *why (a sentence starting with "unsupported: ..."). Call after an instance of
+// the backend is open: the backend loads its driver then.
+const DriverControl *driver_control(const xmc_backend *api, std::string *why);
+
+} // namespace xmc::conformance

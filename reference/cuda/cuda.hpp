@@ -1,0 +1,205 @@
+// The CUDA backend (SPEC 4): the driver API only, every entry point resolved
+// at run time from the library named by XMC_CUDA_DRIVER (default
+// libcuda.so.1), so one binary runs on a real driver or on the fake. cuda.h
+// supplies types and the versioned names (cuMemAlloc is cuMemAlloc_v2 there);
+// nothing is linked from the toolkit.
+#pragma once
+#include "errors.hpp"
+#include "pin_registry.hpp"
+
+#include <cuda.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace xmc::cuda {
+
+// X(name) for every entry point, by group. A group whose entry points are all
+// found enables its primitive; a missing one makes that primitive answer
+// XMC_ERR_UNSUPPORTED naming it (REG-UNAVAILABLE), never a crash.
+#define XMC_CU_CORE(X)                                                                              \
+    X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid)              \
+    X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) \
+    X(cuCtxPopCurrent)
+#define XMC_CU_REGISTER(X) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer)
+#define XMC_CU_STREAM(X)                                                                            \
+    X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventDestroy)  \
+    X(cuEventRecord) X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuLaunchHostFunc) X(cuMemAlloc)   \
+    X(cuMemFree)
+#define XMC_CU_COPY(X) X(cuMemcpyAsync) X(cuMemcpy2DAsync) X(cuMemcpy3DAsync)
+// Slots (vmm.cpp); cuEventQuery tells the slots' completion thread a copy finished.
+#define XMC_CU_VMM(X)                                                                               \
+    X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate)     \
+    X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyHtoDAsync) X(cuEventQuery) \
+    X(cuMemGetInfo)
+#define XMC_CU_OPTIONAL(X) X(cuGetErrorName)
+
+struct Device {
+    CUdevice dev = 0;
+    CUuuid uuid{};
+    char name[128] = {};
+    size_t total = 0;
+    CUcontext ctx = nullptr;  // primary context, retained while any instance or registration needs it
+};
+
+// The process-wide driver: loaded once, shared by every instance (like the
+// registries, which must see one driver).
+struct Driver {
+    // Entry points; the member names are cuda.h's macros, so cuMemAlloc here
+    // is cuMemAlloc_v2, exactly the symbol resolved.
+#define XMC_CU_MEMBER(name) decltype(&::name) name = nullptr;
+    XMC_CU_CORE(XMC_CU_MEMBER)
+    XMC_CU_REGISTER(XMC_CU_MEMBER)
+    XMC_CU_STREAM(XMC_CU_MEMBER)
+    XMC_CU_COPY(XMC_CU_MEMBER)
+    XMC_CU_VMM(XMC_CU_MEMBER)
+    XMC_CU_OPTIONAL(XMC_CU_MEMBER)
+#undef XMC_CU_MEMBER
+
+    std::string library;      // what was loaded (or tried)
+    bool usable = false;      // library, core entry points, cuInit and >= 1 device
+    std::string why;          // why not usable, or "" when usable
+    std::string missing_register, missing_stream, missing_copy;  // first missing entry point, per group
+    std::string missing_vmm;
+    std::vector<Device> devices;  // by xmc index = the driver's ordinal
+
+    std::mutex mu;            // guards the fields below and contexts' retains
+    int instances = 0;        // open instances
+    size_t registrations = 0; // live driver registrations (reg_register and pinned blocks)
+
+    static Driver &get();
+    // The primary context of the device whose UUID is `uuid`, retained on
+    // first use (REG-UUID: devices are matched by UUID, never by position).
+    CUresult context_for(const CUuuid &uuid, CUcontext *out, int32_t *index);
+    // Releases every retained context when no instance and no registration
+    // needs them any more, so nothing is left in the driver.
+    CUresult release_if_idle();
+    const char *result_name(CUresult r) const;
+};
+
+// Makes a context current for the scope and restores the previous one; the
+// backend never leaves a context current on a caller's thread.
+class CtxScope {
+public:
+    CtxScope(Driver &d, CUcontext ctx) : d_(d), result_(d.cuCtxPushCurrent(ctx)) {}
+    ~CtxScope() {
+        CUcontext popped = nullptr;
+        if (result_ == CUDA_SUCCESS) d_.cuCtxPopCurrent(&popped);
+    }
+    CUresult result() const { return result_; }
+    CtxScope(const CtxScope &) = delete;
+    CtxScope &operator=(const CtxScope &) = delete;
+
+private:
+    Driver &d_;
+    CUresult result_;
+};
+
+// A failed driver call as an xmc status: the few results that name a refusal
+// class map to it, every other one is XMC_ERR_DRIVER; native = the CUresult.
+xmc_status status_of(CUresult r);
+xmc_status driver_fail(xmc_instance *inst, CUresult r, const char *call, const char *what);
+// XMC_OK when the driver is usable and `missing` (a group's first missing
+// entry point) is empty; otherwise XMC_ERR_UNSUPPORTED with the reason.
+xmc_status require(xmc_instance *inst, const char *call, const std::string &missing);
+// XMC_ERR_NO_DEVICE unless 0 <= device < device count.
+xmc_status check_device(xmc_instance *inst, int32_t device, const char *call);
+
+struct Stream {
+    CUstream stream = nullptr;
+    int32_t device = 0;
+    CUcontext ctx = nullptr;
+};
+struct Event {
+    CUevent event = nullptr;
+    int32_t device = 0;
+    CUcontext ctx = nullptr;
+};
+struct DevAlloc {
+    int32_t device = 0;
+    CUcontext ctx = nullptr;
+};
+
+struct Vmm;  // vmm.cpp
+
+// Streams, events and device allocations belong to the instance that made
+// them and go with it; registrations and pinned blocks are process-wide.
+struct Instance : xmc_instance {
+    Instance();
+    ~Instance() override;  // stream.cpp
+    // close: releases what the user left; the first failure stops and names
+    // its call in *what, and what is left stays for another close (stream.cpp).
+    CUresult release_all(const char **what);
+    std::mutex mu;
+    std::map<xmc_stream *, Stream> streams;  // handle -> stream (handles are heap cookies)
+    std::map<xmc_event *, Event> events;
+    std::map<uintptr_t, DevAlloc> dev_allocs;
+    std::shared_ptr<Vmm> vmm;  // slots, requests and their threads (vmm.cpp)
+};
+
+void fill_table(xmc_backend &table);
+
+// pin.cpp
+void install_pin_hook();
+xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out);
+xmc_status pin_free(xmc_instance *inst, void *base);
+xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out);
+xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out);
+xmc_status pin_ref(xmc_instance *inst, const void *addr);
+xmc_status pin_unref(xmc_instance *inst, const void *addr);
+
+// register.cpp
+xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                        xmc_reg_info *out);
+xmc_status reg_unregister(xmc_instance *inst, void *base);
+xmc_status reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out);
+xmc_reg_align_policy reg_align_policy(xmc_instance *inst);
+// Registers [addr, addr+bytes) with device `index` in its context and checks
+// the mapping is the identity, undoing it otherwise (shared with pin.cpp).
+xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, size_t bytes, int32_t index,
+                           CUcontext *ctx_out, CUresult *native);
+
+// stream.cpp
+xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out);
+xmc_status stream_destroy(xmc_instance *inst, xmc_stream *s);
+xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *s);
+xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out);
+xmc_status event_destroy(xmc_instance *inst, xmc_event *e);
+xmc_status event_record(xmc_instance *inst, xmc_event *e, xmc_stream *s);
+xmc_status event_synchronize(xmc_instance *inst, xmc_event *e);
+xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *e);
+xmc_status host_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user);
+xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out);
+xmc_status dev_free(xmc_instance *inst, void *ptr);
+// The stream behind a handle of this instance, copied out; false if none.
+bool find_stream(xmc_instance *inst, xmc_stream *handle, Stream *out);
+
+// copy.cpp
+xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
+
+// vmm.cpp
+xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info);
+xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out);
+xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *host_src, size_t src_bytes,
+                      uint32_t flags, xmc_request **out);
+xmc_status slot_release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s, xmc_request **out);
+xmc_status slot_remap_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
+                            const void *const *host_srcs, const size_t *src_bytes, uint32_t flags, xmc_request **out);
+xmc_status request_launch_copy(xmc_instance *inst, xmc_request *r, uint32_t index, xmc_stream *s);
+xmc_status request_wait(xmc_instance *inst, xmc_request *r, uint32_t timeout_ms);
+xmc_status request_adopt(xmc_instance *inst, xmc_request *r);
+xmc_status request_query(xmc_instance *inst, xmc_request *r, xmc_request_info *out);
+xmc_status request_stream_wait(xmc_instance *inst, xmc_request *r, xmc_stream *s);
+xmc_status request_destroy(xmc_instance *inst, xmc_request *r);
+xmc_status slot_close(xmc_instance *inst, xmc_slot *slot);
+xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes);
+std::shared_ptr<Vmm> vmm_create();
+// The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
+bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
+// Before the instance goes: waits for every slot's work, frees the slots, joins the threads.
+void vmm_close(Instance *in);
+
+} // namespace xmc::cuda

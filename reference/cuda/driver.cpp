@@ -1,0 +1,164 @@
+// Loading the driver: dlopen of XMC_CUDA_DRIVER (default libcuda.so.1),
+// dlsym of each entry point by the versioned name cuda.h maps it to, cuInit,
+// and the device table (ordinal, UUID, name, memory). Any failure leaves the
+// driver "not usable" with the reason: the backend still opens, reports no
+// device, and answers the calls that need the driver with XMC_ERR_UNSUPPORTED
+// (REG-UNAVAILABLE). Primary contexts are retained on first use and released
+// when no instance and no registration needs them, so a closed backend leaves
+// nothing in the driver.
+#include "cuda.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace xmc::cuda {
+
+#define XMC_CU_STR2(x) #x
+#define XMC_CU_STR(x) XMC_CU_STR2(x)  // expands the macro first: "cuMemAlloc_v2"
+
+namespace {
+
+// Resolves one group; returns the first missing symbol's name, or "".
+template <class F>
+void resolve_one(void *lib, const char *symbol, F *out, std::string *missing) {
+    *out = reinterpret_cast<F>(dlsym(lib, symbol));
+    if (!*out && missing->empty()) *missing = symbol;
+}
+
+void load(Driver &d) {
+    const char *env = std::getenv("XMC_CUDA_DRIVER");
+    d.library = env && *env ? env : "libcuda.so.1";
+    void *lib = dlopen(d.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        const char *err = dlerror();
+        d.why = "no CUDA driver: dlopen(" + d.library + ") failed: " + (err ? err : "unknown error");
+        return;
+    }
+    // Kept loaded for the process's life: contexts and callbacks point into it.
+    std::string missing_core, unused;
+#define XMC_CU_CORE_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &missing_core);
+#define XMC_CU_REG_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_register);
+#define XMC_CU_STREAM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_stream);
+#define XMC_CU_COPY_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_copy);
+#define XMC_CU_VMM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_vmm);
+#define XMC_CU_OPT_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &unused);
+    XMC_CU_CORE(XMC_CU_CORE_ONE)
+    XMC_CU_REGISTER(XMC_CU_REG_ONE)
+    XMC_CU_STREAM(XMC_CU_STREAM_ONE)
+    XMC_CU_COPY(XMC_CU_COPY_ONE)
+    XMC_CU_VMM(XMC_CU_VMM_ONE)
+    XMC_CU_OPTIONAL(XMC_CU_OPT_ONE)
+    if (!missing_core.empty()) {
+        d.why = d.library + " does not export " + missing_core + ", which the backend needs";
+        return;
+    }
+    if (CUresult r = d.cuInit(0); r != CUDA_SUCCESS) {
+        d.why = "cuInit failed with " + std::string(d.result_name(r)) + " (" + std::to_string(r) + ")";
+        return;
+    }
+    int count = 0;
+    if (CUresult r = d.cuDeviceGetCount(&count); r != CUDA_SUCCESS || count <= 0) {
+        d.why = r != CUDA_SUCCESS ? "cuDeviceGetCount failed with " + std::string(d.result_name(r))
+                                  : "no device: the driver reports none";
+        return;
+    }
+    // The xmc device index is the driver's ordinal; each device is identified
+    // by its UUID, which device_info reports.
+    for (int i = 0; i < count; ++i) {
+        Device dev;
+        CUresult r = d.cuDeviceGet(&dev.dev, i);
+        if (r == CUDA_SUCCESS) r = d.cuDeviceGetUuid(&dev.uuid, dev.dev);
+        if (r == CUDA_SUCCESS) r = d.cuDeviceGetName(dev.name, sizeof dev.name, dev.dev);
+        if (r == CUDA_SUCCESS) r = d.cuDeviceTotalMem(&dev.total, dev.dev);
+        if (r != CUDA_SUCCESS) {
+            d.devices.clear();
+            d.why = "describing device " + std::to_string(i) + " failed with " + d.result_name(r);
+            return;
+        }
+        d.devices.push_back(dev);
+    }
+    d.usable = true;
+}
+
+} // namespace
+
+Driver &Driver::get() {
+    static Driver d;
+    static std::once_flag once;
+    std::call_once(once, [] { load(d); });
+    return d;
+}
+
+const char *Driver::result_name(CUresult r) const {
+    const char *name = nullptr;
+    if (cuGetErrorName && cuGetErrorName(r, &name) == CUDA_SUCCESS && name) return name;
+    return "CUresult";
+}
+
+CUresult Driver::context_for(const CUuuid &uuid, CUcontext *out, int32_t *index) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t i = 0; i < devices.size(); ++i) {
+        Device &dev = devices[i];
+        if (std::memcmp(dev.uuid.bytes, uuid.bytes, sizeof uuid.bytes) != 0) continue;
+        if (!dev.ctx) {
+            if (CUresult r = cuDevicePrimaryCtxRetain(&dev.ctx, dev.dev); r != CUDA_SUCCESS) {
+                dev.ctx = nullptr;
+                return r;
+            }
+        }
+        *out = dev.ctx;
+        if (index) *index = static_cast<int32_t>(i);
+        return CUDA_SUCCESS;
+    }
+    return CUDA_ERROR_INVALID_DEVICE;
+}
+
+CUresult Driver::release_if_idle() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (instances > 0 || registrations > 0) return CUDA_SUCCESS;
+    CUresult first = CUDA_SUCCESS;
+    for (Device &dev : devices) {
+        if (!dev.ctx) continue;
+        // A context the driver did not release stays retained: the next idle
+        // moment releases it.
+        const CUresult r = cuDevicePrimaryCtxRelease(dev.dev);
+        if (r == CUDA_SUCCESS) dev.ctx = nullptr;
+        else if (first == CUDA_SUCCESS) first = r;
+    }
+    return first;
+}
+
+xmc_status status_of(CUresult r) {
+    switch (r) {
+    case CUDA_SUCCESS: return XMC_OK;
+    case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: return XMC_ERR_ALREADY_REGISTERED;
+    case CUDA_ERROR_NOT_SUPPORTED: return XMC_ERR_UNSUPPORTED;
+    default: return XMC_ERR_DRIVER;
+    }
+}
+
+xmc_status driver_fail(xmc_instance *inst, CUresult r, const char *call, const char *what) {
+    return be::fail(inst, status_of(r), r, call, "%s: %s failed with %s (%d)", call, what,
+                    Driver::get().result_name(r), static_cast<int>(r));
+}
+
+xmc_status require(xmc_instance *inst, const char *call, const std::string &missing) {
+    Driver &d = Driver::get();
+    if (!d.usable) return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: %s", call, d.why.c_str());
+    if (!missing.empty())
+        return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: the driver %s does not export %s", call,
+                        d.library.c_str(), missing.c_str());
+    return XMC_OK;
+}
+
+xmc_status check_device(xmc_instance *inst, int32_t device, const char *call) {
+    const size_t n = Driver::get().devices.size();
+    if (device < 0 || static_cast<size_t>(device) >= n)
+        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, call, "%s: no device %d (the driver has %zu)", call, device, n);
+    return XMC_OK;
+}
+
+} // namespace xmc::cuda

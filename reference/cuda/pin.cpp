@@ -1,0 +1,83 @@
+// Pinning with the driver (PIN-*, PIN-DEVICE): posix_memalign + mlock in the
+// process-wide registry, as on the host; an allocation that asks for a device
+// is then registered with it through driver_register (register.cpp). If that
+// fails, the block stays lock-only and the result says why with the driver's
+// code (never silent). The registry's release hook unregisters a registered
+// block before its pages are unlocked and freed.
+#include "cuda.hpp"
+
+#include <cstdio>
+
+namespace xmc::cuda {
+
+using be::PinRegistry;
+
+// Runs when the block's last reference goes, before munlock and free. A
+// failed unregister keeps the block pinned and is reported by the free: the
+// device may still map the pages (REG-UNREG-FAIL's rule, for pinned blocks).
+static xmc_status unregister_block(const be::PinBlock &block, int64_t *native, char *why, size_t why_len) {
+    if (block.device == XMC_NO_DEVICE) return XMC_OK;
+    Driver &d = Driver::get();
+    CUcontext ctx = nullptr;
+    CUresult res = d.context_for(d.devices[static_cast<size_t>(block.device)].uuid, &ctx, nullptr);
+    if (res == CUDA_SUCCESS) {
+        CtxScope scope(d, ctx);
+        res = scope.result();
+        if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(reinterpret_cast<void *>(block.base));
+    }
+    if (res != CUDA_SUCCESS) {
+        *native = res;
+        std::snprintf(why, why_len, "cuMemHostUnregister failed with %d", static_cast<int>(res));
+        return XMC_ERR_DRIVER;
+    }
+    std::lock_guard<std::mutex> lock(d.mu);
+    --d.registrations;
+    return XMC_OK;
+}
+
+void install_pin_hook() { PinRegistry::process().set_release_hook(unregister_block); }
+
+xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
+    Driver &d = Driver::get();
+    // A device index that cannot exist is bad input, refused before anything
+    // is allocated; a device the driver cannot serve degrades (below).
+    if (device != XMC_NO_DEVICE && (device < 0 || (d.usable && static_cast<size_t>(device) >= d.devices.size())))
+        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)",
+                        device, d.devices.size());
+    be::PinBlock block;
+    xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
+    if (st != XMC_OK) return st;
+    *out = xmc_pin_result{};
+    out->base = reinterpret_cast<void *>(block.base);
+    out->size = block.size;
+    if (device == XMC_NO_DEVICE) return XMC_OK;
+    if (!d.usable || !d.missing_register.empty()) {
+        out->reg_status = XMC_ERR_UNSUPPORTED;  // lock-only, and it says so
+        return XMC_OK;
+    }
+    CUcontext ctx = nullptr;
+    CUresult native = CUDA_SUCCESS;
+    const xmc_status reg = driver_register(inst, "pin_alloc", out->base, block.size, device, &ctx, &native);
+    if (reg != XMC_OK) {
+        out->reg_status = reg;
+        out->reg_native_code = native;
+        return XMC_OK;
+    }
+    PinRegistry::process().set_device(block.base, device);
+    out->registered = 1;
+    return XMC_OK;
+}
+
+xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
+
+xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {
+    return PinRegistry::process().query(inst, addr, len, out);
+}
+
+xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) { return PinRegistry::process().stats(inst, out); }
+
+xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
+
+xmc_status pin_unref(xmc_instance *inst, const void *addr) { return PinRegistry::process().unref(inst, addr); }
+
+} // namespace xmc::cuda

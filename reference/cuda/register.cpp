@@ -1,0 +1,173 @@
+// Registration through the driver (capability `register`, REG-*):
+// cuMemHostRegister in the primary context of the device asked for, found by
+// its UUID (REG-UUID), then cuMemHostGetDevicePointer must give back the host
+// address (REG-IDENTITY). Ranges are tracked in a process-wide ordered map
+// shared by every instance, together with the context that registered them,
+// so unregister releases in that context (REG-SAME-CONTEXT) and a failed
+// release keeps the entry (REG-UNREG-FAIL).
+//
+// Flags: CU_MEMHOSTREGISTER_DEVICEMAP only, not PORTABLE. SPEC REG-DEVICE says
+// a registration lives in a context of device d only; a portable one would be
+// visible from every context and hide a registration made in the wrong one.
+//
+// Alignment policy (REG-ALIGN): XMC_REG_ALIGN_REFUSE, as on the host. The
+// driver would take unaligned ranges (hardware/probe: reg_unaligned_*), but a
+// refused range is one rule that every backend can hold exactly, and it keeps
+// two registrations from ever sharing a page.
+#include "cuda.hpp"
+
+#include <cstring>
+
+namespace xmc::cuda {
+namespace {
+
+struct Registration {
+    size_t size = 0;
+    int32_t device = 0;
+    CUuuid uuid{};            // of the device that serves it
+    CUcontext ctx = nullptr;  // where it was made, and where it is released
+};
+
+struct RegRegistry {
+    std::mutex mu;
+    std::map<uintptr_t, Registration> ranges;  // by base
+
+    std::map<uintptr_t, Registration>::iterator containing(uintptr_t addr) {
+        auto it = ranges.upper_bound(addr);
+        if (it == ranges.begin()) return ranges.end();
+        --it;
+        return addr - it->first < it->second.size ? it : ranges.end();
+    }
+    bool overlaps(uintptr_t addr, size_t bytes) {
+        auto it = ranges.lower_bound(addr + bytes);
+        if (it == ranges.begin()) return false;
+        --it;
+        return it->first + it->second.size > addr;
+    }
+};
+
+RegRegistry &registry() {
+    static RegRegistry r;
+    return r;
+}
+
+} // namespace
+
+xmc_reg_align_policy reg_align_policy(xmc_instance *) { return XMC_REG_ALIGN_REFUSE; }
+
+xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, size_t bytes, int32_t index,
+                           CUcontext *ctx_out, CUresult *native) {
+    Driver &d = Driver::get();
+    CUcontext ctx = nullptr;
+    *native = d.context_for(d.devices[static_cast<size_t>(index)].uuid, &ctx, nullptr);
+    if (*native != CUDA_SUCCESS) return driver_fail(inst, *native, call, "cuDevicePrimaryCtxRetain");
+    CtxScope scope(d, ctx);
+    if ((*native = scope.result()) != CUDA_SUCCESS) return driver_fail(inst, *native, call, "cuCtxPushCurrent");
+    if ((*native = d.cuMemHostRegister(addr, bytes, CU_MEMHOSTREGISTER_DEVICEMAP)) != CUDA_SUCCESS)
+        return driver_fail(inst, *native, call, "cuMemHostRegister");
+    CUdeviceptr dptr = 0;
+    const CUresult got = d.cuMemHostGetDevicePointer(&dptr, addr, 0);
+    if (got != CUDA_SUCCESS || dptr != reinterpret_cast<CUdeviceptr>(addr)) {
+        // Nothing stays registered: undo before refusing.
+        const CUresult undo = d.cuMemHostUnregister(addr);
+        *native = got != CUDA_SUCCESS ? got : undo;
+        if (got != CUDA_SUCCESS) return driver_fail(inst, got, call, "cuMemHostGetDevicePointer");
+        return be::fail(inst, XMC_ERR_NON_IDENTITY, undo, call,
+                        "%s: the driver mapped host %p at device address 0x%llx, not the same address%s", call, addr,
+                        static_cast<unsigned long long>(dptr),
+                        undo == CUDA_SUCCESS ? "; registration undone" : "; undoing it failed too (native code)");
+    }
+    *ctx_out = ctx;
+    std::lock_guard<std::mutex> lock(d.mu);
+    ++d.registrations;  // keeps the context retained after the last close
+    return XMC_OK;
+}
+
+xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                        xmc_reg_info *out) {
+    const size_t page = be::PinRegistry::page_size();
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: result pointer is NULL");
+    if (!addr) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: address is NULL");
+    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: size is 0");
+    if (flags != 0)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
+                        "reg_register: unknown flags 0x%x (none are defined)", flags);
+    Driver &d = Driver::get();
+    if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
+    if (xmc_status st = check_device(inst, device, "reg_register"); st != XMC_OK) return st;
+    if (a % page != 0 || bytes % page != 0)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
+                        "reg_register: [%p, +%zu) is not page-aligned (%zu); the alignment policy is refuse", addr,
+                        bytes, page);
+    if (a > UINTPTR_MAX - bytes)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
+                        "reg_register: [%p, +%zu) wraps the address space", addr, bytes);
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);  // held across the driver calls: no two overlapping ranges pass
+    if (r.overlaps(a, bytes))
+        return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "reg_register",
+                        "reg_register: [%p, +%zu) overlaps a registered range", addr, bytes);
+    CUcontext ctx = nullptr;
+    CUresult native = CUDA_SUCCESS;
+    // The driver's own "already registered" (a pinned block registered with a
+    // device, or memory registered outside xmc) arrives as XMC_ERR_ALREADY_REGISTERED.
+    if (xmc_status st = driver_register(inst, "reg_register", addr, bytes, device, &ctx, &native); st != XMC_OK)
+        return st;
+    Registration reg;
+    reg.size = bytes;
+    reg.device = device;
+    reg.uuid = d.devices[static_cast<size_t>(device)].uuid;
+    reg.ctx = ctx;
+    r.ranges[a] = reg;
+    *out = xmc_reg_info{1, addr, bytes, device};
+    return XMC_OK;
+}
+
+xmc_status reg_unregister(xmc_instance *inst, void *base) {
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    const auto a = reinterpret_cast<uintptr_t>(base);
+    auto it = r.ranges.find(a);
+    if (it == r.ranges.end()) {
+        const bool interior = r.containing(a) != r.ranges.end();
+        return be::fail(inst, XMC_ERR_NOT_REGISTERED, 0, "reg_unregister", "reg_unregister: %p %s", base,
+                        interior ? "is interior to a registered range (give its recorded base)"
+                                 : "is not inside any registered range");
+    }
+    Driver &d = Driver::get();
+    // Released in the context that registered it (REG-SAME-CONTEXT).
+    CUresult res = CUDA_SUCCESS;
+    {
+        CtxScope scope(d, it->second.ctx);
+        res = scope.result();
+        if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+    }
+    // Never success over a driver failure: the caller would free pages the
+    // device still maps. The entry stays, so a retry can remove it.
+    if (res != CUDA_SUCCESS)
+        return be::fail(inst, XMC_ERR_DRIVER, res, "reg_unregister",
+                        "reg_unregister: cuMemHostUnregister(%p) failed with %s (%d); still registered", base,
+                        d.result_name(res), static_cast<int>(res));
+    r.ranges.erase(it);
+    {
+        std::lock_guard<std::mutex> dl(d.mu);
+        --d.registrations;
+    }
+    d.release_if_idle();
+    return XMC_OK;
+}
+
+xmc_status reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_query", "reg_query: result pointer is NULL");
+    *out = xmc_reg_info{};
+    out->device = XMC_NO_DEVICE;
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.containing(reinterpret_cast<uintptr_t>(addr));
+    if (it != r.ranges.end())
+        *out = xmc_reg_info{1, reinterpret_cast<void *>(it->first), it->second.size, it->second.device};
+    return XMC_OK;
+}
+
+} // namespace xmc::cuda

@@ -1,0 +1,298 @@
+// Streams through the driver (capability `stream`, COPY-ORDER): cuStreamCreate
+// in the primary context of the stream's device, events without timing,
+// cuStreamWaitEvent across streams, and host callbacks by cuLaunchHostFunc.
+// A host callback runs on a driver thread where driver calls may be refused
+// (CUDA_ERROR_NOT_PERMITTED, VMM-CALLBACK): the trampoline only calls the
+// user's function and frees its own record, nothing else.
+// Device memory: cuMemAlloc in the device's context, freed in the same one.
+#include "cuda.hpp"
+
+#include <new>
+
+namespace xmc::cuda {
+
+static Instance *as_cuda(xmc_instance *inst) { return static_cast<Instance *>(inst); }
+
+// The context of device `device`, retained by the driver table.
+static xmc_status device_context(xmc_instance *inst, int32_t device, const char *call, CUcontext *ctx) {
+    Driver &d = Driver::get();
+    if (CUresult r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, ctx, nullptr); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, call, "cuDevicePrimaryCtxRetain");
+    return XMC_OK;
+}
+
+// Checks every stream entry point shares: the driver, its stream entry
+// points, and the device index.
+static xmc_status ready(xmc_instance *inst, int32_t device, const char *call) {
+    if (xmc_status st = require(inst, call, Driver::get().missing_stream); st != XMC_OK) return st;
+    return check_device(inst, device, call);
+}
+
+bool find_stream(xmc_instance *inst, xmc_stream *handle, Stream *out) {
+    Instance *in = as_cuda(inst);
+    std::lock_guard<std::mutex> lock(in->mu);
+    auto it = in->streams.find(handle);
+    if (it == in->streams.end()) return false;
+    *out = it->second;
+    return true;
+}
+
+static bool find_event(xmc_instance *inst, xmc_event *handle, Event *out) {
+    Instance *in = as_cuda(inst);
+    std::lock_guard<std::mutex> lock(in->mu);
+    auto it = in->events.find(handle);
+    if (it == in->events.end()) return false;
+    *out = it->second;
+    return true;
+}
+
+static xmc_status bad_stream(xmc_instance *inst, const char *call, const void *handle) {
+    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
+                    handle);
+}
+static xmc_status bad_event(xmc_instance *inst, const char *call, const void *handle) {
+    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live event of this instance", call,
+                    handle);
+}
+
+// Handles are heap cookies of one byte: unique while live, never dereferenced.
+static xmc_stream *new_stream_handle() { return reinterpret_cast<xmc_stream *>(new char); }
+static xmc_event *new_event_handle() { return reinterpret_cast<xmc_event *>(new char); }
+
+// Waits for the stream's work, then destroys it in its context.
+static CUresult destroy_stream(const Stream &s) {
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    if (scope.result() != CUDA_SUCCESS) return scope.result();
+    // A failed wait keeps the stream, so that a retry can finish the job.
+    if (CUresult r = d.cuStreamSynchronize(s.stream); r != CUDA_SUCCESS) return r;
+    return d.cuStreamDestroy(s.stream);
+}
+
+Instance::~Instance() = default;
+
+CUresult Instance::release_all(const char **what) {
+    Driver &d = Driver::get();
+    while (!streams.empty()) {
+        auto it = streams.begin();
+        *what = "cuStreamSynchronize/cuStreamDestroy";
+        if (CUresult r = destroy_stream(it->second); r != CUDA_SUCCESS) return r;
+        delete reinterpret_cast<char *>(it->first);
+        streams.erase(it);
+    }
+    while (!events.empty()) {
+        auto it = events.begin();
+        CtxScope scope(d, it->second.ctx);
+        CUresult r = scope.result();
+        if (r == CUDA_SUCCESS) r = d.cuEventDestroy(it->second.event);
+        *what = "cuEventDestroy";
+        if (r != CUDA_SUCCESS) return r;
+        delete reinterpret_cast<char *>(it->first);
+        events.erase(it);
+    }
+    while (!dev_allocs.empty()) {
+        auto it = dev_allocs.begin();
+        CtxScope scope(d, it->second.ctx);
+        CUresult r = scope.result();
+        if (r == CUDA_SUCCESS) r = d.cuMemFree(static_cast<CUdeviceptr>(it->first));
+        *what = "cuMemFree";
+        if (r != CUDA_SUCCESS) return r;
+        dev_allocs.erase(it);
+    }
+    return CUDA_SUCCESS;
+}
+
+xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "stream_create", "stream_create: result pointer is NULL");
+    if (xmc_status st = ready(inst, device, "stream_create"); st != XMC_OK) return st;
+    Stream s;
+    s.device = device;
+    if (xmc_status st = device_context(inst, device, "stream_create", &s.ctx); st != XMC_OK) return st;
+    Driver &d = Driver::get();
+    {
+        CtxScope scope(d, s.ctx);
+        if (scope.result() != CUDA_SUCCESS) return driver_fail(inst, scope.result(), "stream_create", "cuCtxPushCurrent");
+        // Non-blocking: no implicit order with the legacy default stream;
+        // only events order streams (COPY-ORDER).
+        if (CUresult r = d.cuStreamCreate(&s.stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
+            return driver_fail(inst, r, "stream_create", "cuStreamCreate");
+    }
+    xmc_stream *h = new_stream_handle();
+    std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
+    as_cuda(inst)->streams[h] = s;
+    *out = h;
+    return XMC_OK;
+}
+
+xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
+    Instance *in = as_cuda(inst);
+    Stream s;
+    {
+        std::lock_guard<std::mutex> lock(in->mu);
+        auto it = in->streams.find(handle);
+        if (it == in->streams.end()) return bad_stream(inst, "stream_destroy", handle);
+        s = it->second;
+    }
+    if (CUresult r = destroy_stream(s); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, "stream_destroy", "cuStreamSynchronize/cuStreamDestroy");  // kept: the caller may retry
+    std::lock_guard<std::mutex> lock(in->mu);
+    in->streams.erase(handle);
+    delete reinterpret_cast<char *>(handle);
+    return XMC_OK;
+}
+
+xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
+    Stream s;
+    if (!find_stream(inst, handle, &s)) return bad_stream(inst, "stream_synchronize", handle);
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuStreamSynchronize(s.stream);
+    return r == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_synchronize", "cuStreamSynchronize");
+}
+
+xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_create", "event_create: result pointer is NULL");
+    if (xmc_status st = ready(inst, device, "event_create"); st != XMC_OK) return st;
+    Event e;
+    e.device = device;
+    if (xmc_status st = device_context(inst, device, "event_create", &e.ctx); st != XMC_OK) return st;
+    Driver &d = Driver::get();
+    {
+        CtxScope scope(d, e.ctx);
+        CUresult r = scope.result();
+        if (r == CUDA_SUCCESS) r = d.cuEventCreate(&e.event, CU_EVENT_DISABLE_TIMING);
+        if (r != CUDA_SUCCESS) return driver_fail(inst, r, "event_create", "cuEventCreate");
+    }
+    xmc_event *h = new_event_handle();
+    std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
+    as_cuda(inst)->events[h] = e;
+    *out = h;
+    return XMC_OK;
+}
+
+xmc_status event_destroy(xmc_instance *inst, xmc_event *handle) {
+    Event e;
+    if (!find_event(inst, handle, &e)) return bad_event(inst, "event_destroy", handle);
+    Driver &d = Driver::get();
+    {
+        CtxScope scope(d, e.ctx);
+        CUresult r = scope.result();
+        if (r == CUDA_SUCCESS) r = d.cuEventDestroy(e.event);
+        if (r != CUDA_SUCCESS) return driver_fail(inst, r, "event_destroy", "cuEventDestroy");
+    }
+    std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
+    as_cuda(inst)->events.erase(handle);
+    delete reinterpret_cast<char *>(handle);
+    return XMC_OK;
+}
+
+xmc_status event_record(xmc_instance *inst, xmc_event *eh, xmc_stream *sh) {
+    Event e;
+    Stream s;
+    if (!find_event(inst, eh, &e)) return bad_event(inst, "event_record", eh);
+    if (!find_stream(inst, sh, &s)) return bad_stream(inst, "event_record", sh);
+    // The driver records an event only on a stream of its own context.
+    if (e.device != s.device)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_record",
+                        "event_record: event of device %d recorded on a stream of device %d", e.device, s.device);
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuEventRecord(e.event, s.stream);
+    return r == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, r, "event_record", "cuEventRecord");
+}
+
+xmc_status event_synchronize(xmc_instance *inst, xmc_event *eh) {
+    Event e;
+    if (!find_event(inst, eh, &e)) return bad_event(inst, "event_synchronize", eh);
+    Driver &d = Driver::get();
+    CtxScope scope(d, e.ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuEventSynchronize(e.event);
+    return r == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, r, "event_synchronize", "cuEventSynchronize");
+}
+
+xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) {
+    Event e;
+    Stream s;
+    if (!find_event(inst, eh, &e)) return bad_event(inst, "stream_wait_event", eh);
+    if (!find_stream(inst, sh, &s)) return bad_stream(inst, "stream_wait_event", sh);
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuStreamWaitEvent(s.stream, e.event, 0);
+    return r == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_wait_event", "cuStreamWaitEvent");
+}
+
+namespace {
+struct Callback {
+    xmc_host_fn fn;
+    void *user;
+};
+// Runs on the driver's callback thread: no driver call here (VMM-CALLBACK).
+void CUDA_CB trampoline(void *p) {
+    auto *cb = static_cast<Callback *>(p);
+    cb->fn(cb->user);
+    delete cb;
+}
+} // namespace
+
+xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, void *user) {
+    if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
+    Stream s;
+    if (!find_stream(inst, sh, &s)) return bad_stream(inst, "host_callback", sh);
+    auto *cb = new (std::nothrow) Callback{fn, user};
+    if (!cb) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, "host_callback", "host_callback: out of host memory");
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuLaunchHostFunc(s.stream, trampoline, cb);
+    if (r != CUDA_SUCCESS) {
+        delete cb;  // never enqueued
+        return driver_fail(inst, r, "host_callback", "cuLaunchHostFunc");
+    }
+    return XMC_OK;
+}
+
+xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: result pointer is NULL");
+    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: size is 0");
+    if (xmc_status st = ready(inst, device, "dev_alloc"); st != XMC_OK) return st;
+    DevAlloc a;
+    a.device = device;
+    if (xmc_status st = device_context(inst, device, "dev_alloc", &a.ctx); st != XMC_OK) return st;
+    Driver &d = Driver::get();
+    CUdeviceptr p = 0;
+    {
+        CtxScope scope(d, a.ctx);
+        CUresult r = scope.result();
+        if (r == CUDA_SUCCESS) r = d.cuMemAlloc(&p, bytes);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY)
+            return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, r, "dev_alloc",
+                            "dev_alloc: cuMemAlloc of %zu bytes on device %d: out of device memory", bytes, device);
+        if (r != CUDA_SUCCESS) return driver_fail(inst, r, "dev_alloc", "cuMemAlloc");
+    }
+    std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
+    as_cuda(inst)->dev_allocs[static_cast<uintptr_t>(p)] = a;
+    *out = reinterpret_cast<void *>(p);
+    return XMC_OK;
+}
+
+xmc_status dev_free(xmc_instance *inst, void *ptr) {
+    Instance *in = as_cuda(inst);
+    std::lock_guard<std::mutex> lock(in->mu);
+    auto it = in->dev_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == in->dev_allocs.end())
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_free",
+                        "dev_free: %p is not a base that dev_alloc of this instance returned", ptr);
+    Driver &d = Driver::get();
+    CtxScope scope(d, it->second.ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
+    if (r != CUDA_SUCCESS) return driver_fail(inst, r, "dev_free", "cuMemFree");  // still tracked
+    in->dev_allocs.erase(it);
+    return XMC_OK;
+}
+
+} // namespace xmc::cuda

@@ -1,0 +1,747 @@
+// Fixed-address slots through the driver (capability `vmm`, VMM-*), after
+// reference/model/slot_model.hpp and in the shape of reference/host/vmm.cpp.
+// A slot is a range from cuMemAddressReserve, aligned to and rounded up to
+// cuMemGetAllocationGranularity; its physical memory comes from cuMemCreate,
+// mapped with cuMemMap and opened with cuMemSetAccess. Release is cuMemUnmap
+// and cuMemRelease; remap maps a fresh allocation at the same address
+// (VMM-STABLE) and copies from a pinned host source with cuMemcpyHtoDAsync
+// on the request's stream (VMM-REMAP-COPY).
+//
+// Order: a host function on the caller's stream marks the point after the
+// stream's prior work (VMM-RELEASE-ORDER) and only hands the request to the
+// workers: no driver call on a callback thread (VMM-CALLBACK). A worker runs
+// only requests whose dependencies are met (a remap after its slots'
+// releases, a release after the copies into its slots), so one worker is
+// enough (VMM-SERIAL). Each copy is followed by an event that the issuing
+// thread records; a completion thread (never a callback) notices it finish
+// with cuEventQuery. A consumer told to wait for copies already issued waits
+// on their events; for copies not issued yet, a host function holds the
+// consumer until the completion thread has seen them finish (VMM-EVENT-WAIT).
+// That hold relies on host functions of different streams running side by
+// side, as the fake's do. A driver may serialize them; then the hold could
+// keep the remap's own stream point from running. On such a driver the
+// consumer must wait GPU-side instead (cuStreamWaitValue32 on a flag the
+// worker writes after the copy with cuStreamWriteValue32), which the fake
+// does not provide yet.
+#include "cuda.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xmc::cuda {
+
+namespace {
+
+struct Request;
+
+enum class SlotState { Mapped, ReleasePending, Released, RemapPending };
+
+struct Slot {
+    CUdeviceptr addr = 0;
+    size_t size = 0;
+    int32_t device = 0;
+    CUcontext ctx = nullptr;
+    CUmemGenericAllocationHandle handle = 0;  // the allocation mapped now, or 0 while released
+    bool closed = false;
+    SlotState state = SlotState::Mapped;
+    Request *pending = nullptr;    // the release or remap of ReleasePending / RemapPending
+    Request *mapped_by = nullptr;  // the remap whose mapping it holds (nullptr: create's)
+    bool release_queued = false;   // a release not yet run by a worker: a remap waits for it
+    int jobs = 0;                  // requests naming it not yet run by a worker: close waits
+    int copies = 0;                // copies into it not yet finished: release and close wait
+    xmc_status release_status = XMC_OK;  // why its last release failed
+    int64_t release_native = 0;
+};
+
+enum class CopyState : uint8_t { None, Launched, Done };
+
+struct Request {
+    bool remap = false;
+    bool defer = false;
+    xmc_stream *stream = nullptr;
+    std::vector<std::shared_ptr<Slot>> slots;
+    std::vector<const void *> srcs;
+    std::vector<CopyState> copies;  // per slot
+    std::vector<CUevent> events;    // per slot: recorded after its copy, until the copy is seen done
+    bool fired = false;
+    bool done = false;
+    bool adopted = false;
+    xmc_status status = XMC_OK;
+    int64_t native = 0;
+    std::string what;
+    uint32_t copies_launched = 0;
+    uint32_t copies_done = 0;
+};
+
+struct InFlight {  // a copy the completion thread watches
+    std::shared_ptr<Request> r;
+    size_t index;
+    CUcontext ctx;
+};
+
+} // namespace
+
+struct Vmm {
+    unsigned workers = 4;
+    std::mutex mu;
+    std::condition_variable cv;  // every change of a slot or request is announced here
+    uint64_t next_handle = 1;    // never reused, so a stale handle is refused
+    std::map<xmc_slot *, std::shared_ptr<Slot>> slots;
+    std::map<xmc_request *, std::shared_ptr<Request>> requests;
+    std::deque<std::shared_ptr<Request>> jobs;  // fired, not yet run
+    std::vector<InFlight> in_flight;
+    std::vector<std::thread> threads;
+    bool stop = false;
+};
+
+std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
+
+bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st) {
+    if (key != "vmm_workers") return false;
+    char *end = nullptr;
+    const unsigned long v = std::strtoul(value.c_str(), &end, 10);
+    const bool ok = !value.empty() && value[0] >= '0' && value[0] <= '9' && *end == 0 && v >= 1 && v <= 64;
+    *st = ok ? XMC_OK : XMC_ERR_INVALID_ARGUMENT;
+    if (ok) in->vmm->workers = static_cast<unsigned>(v);
+    return true;
+}
+
+namespace {
+
+Vmm &vmm_of(xmc_instance *inst) { return *static_cast<Instance *>(inst)->vmm; }
+
+CUmemAllocationProp device_prop(int32_t device) {
+    CUmemAllocationProp p;
+    std::memset(&p, 0, sizeof p);
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    p.location.id = Driver::get().devices[static_cast<size_t>(device)].dev;
+    return p;
+}
+
+// ---- physical memory of a slot ---------------------------------------------
+
+// Fresh memory at the slot's address, readable and writable by its device.
+CUresult map_backing(Slot &s) {
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    if (scope.result() != CUDA_SUCCESS) return scope.result();
+    const CUmemAllocationProp prop = device_prop(s.device);
+    CUmemGenericAllocationHandle h = 0;
+    if (CUresult r = d.cuMemCreate(&h, s.size, &prop, 0); r != CUDA_SUCCESS) return r;
+    CUresult r = d.cuMemMap(s.addr, s.size, 0, h, 0);
+    if (r == CUDA_SUCCESS) {
+        CUmemAccessDesc access;
+        std::memset(&access, 0, sizeof access);
+        access.location = prop.location;
+        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        r = d.cuMemSetAccess(s.addr, s.size, &access, 1);
+        if (r != CUDA_SUCCESS) d.cuMemUnmap(s.addr, s.size);
+    }
+    if (r != CUDA_SUCCESS) {
+        d.cuMemRelease(h);
+        return r;
+    }
+    s.handle = h;
+    return CUDA_SUCCESS;
+}
+
+// Unmapped, then released: the memory returns to the device with its last mapping.
+CUresult unmap_backing(Slot &s) {
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    if (scope.result() != CUDA_SUCCESS) return scope.result();
+    if (CUresult r = d.cuMemUnmap(s.addr, s.size); r != CUDA_SUCCESS) return r;
+    CUresult r = d.cuMemRelease(s.handle);
+    s.handle = 0;
+    return r;
+}
+
+void record(Request &r, CUresult res, const std::string &what) {
+    if (r.status != XMC_OK) return;  // the first failure is the request's
+    r.status = status_of(res) == XMC_OK ? XMC_ERR_DRIVER : status_of(res);
+    r.native = res;
+    r.what = what + " failed with " + Driver::get().result_name(res);
+}
+
+// ---- workers ------------------------------------------------------------------
+
+// A remap waits for its slots' releases; a release for the copies into them.
+bool ready(const Request &r) {
+    for (const auto &s : r.slots)
+        if (r.remap ? s->release_queued : s->copies > 0) return false;
+    return true;
+}
+
+xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
+                      const char *call);
+
+void run_release(Request &r) {
+    for (const auto &s : r.slots) {
+        if (CUresult res = unmap_backing(*s); res != CUDA_SUCCESS) {
+            record(r, res, "cuMemUnmap/cuMemRelease of a slot");
+            s->release_status = r.status;
+            s->release_native = res;
+        }
+        s->release_queued = false;
+        --s->jobs;
+        if (s->state == SlotState::ReleasePending && s->pending == &r) {
+            s->state = s->handle ? SlotState::Mapped : SlotState::Released;
+            s->pending = nullptr;
+        }
+    }
+}
+
+void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
+    size_t mapped = 0;
+    for (const auto &s : r->slots) {
+        if (s->handle) {  // its release failed: the slot was never unmapped
+            if (r->status == XMC_OK) {
+                r->status = s->release_status;
+                r->native = s->release_native;
+                r->what = "the release this remap waited for failed; the slot still holds its old mapping";
+            }
+            break;
+        }
+        if (CUresult res = map_backing(*s); res != CUDA_SUCCESS) {
+            record(*r, res, "cuMemCreate/cuMemMap/cuMemSetAccess of a slot");
+            break;
+        }
+        ++mapped;
+    }
+    if (r->status != XMC_OK) {
+        // Roll back every mapping this request made: none was adopted.
+        for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
+        for (const auto &s : r->slots)
+            if (s->state == SlotState::RemapPending && s->pending == r.get()) {
+                s->state = s->handle ? SlotState::Mapped : SlotState::Released;
+                s->pending = nullptr;
+                s->mapped_by = nullptr;
+            }
+    } else if (!r->defer) {
+        for (size_t i = 0; i < r->slots.size(); ++i) start_copy(inst, v, r, i, r->stream, "slot_remap");
+    }
+    for (const auto &s : r->slots) --s->jobs;
+}
+
+void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
+    if (r->remap) run_remap(inst, v, r);
+    else run_release(*r);
+    r->done = true;
+    v.cv.notify_all();
+}
+
+void worker_loop(xmc_instance *inst, Vmm *v) {
+    std::unique_lock<std::mutex> lock(v->mu);
+    for (;;) {
+        auto it = std::find_if(v->jobs.begin(), v->jobs.end(), [](const auto &j) { return ready(*j); });
+        if (it == v->jobs.end()) {
+            if (v->stop && v->jobs.empty()) return;
+            v->cv.wait(lock);
+            continue;
+        }
+        std::shared_ptr<Request> r = *it;
+        v->jobs.erase(it);
+        run(inst, *v, r);
+    }
+}
+
+void finish_copy(Vmm &v, InFlight &f, CUresult res) {
+    Driver &d = Driver::get();
+    Request &r = *f.r;
+    if (res != CUDA_SUCCESS) record(r, res, "the reload copy of a slot");
+    d.cuEventDestroy(r.events[f.index]);
+    r.events[f.index] = nullptr;
+    r.copies[f.index] = CopyState::Done;
+    ++r.copies_done;
+    --r.slots[f.index]->copies;
+    v.cv.notify_all();
+}
+
+// Notices copies finishing. A plain thread (driver calls are allowed here),
+// polling every copy in flight, so none waits behind another.
+void completion_loop(Vmm *v) {
+    Driver &d = Driver::get();
+    std::unique_lock<std::mutex> lock(v->mu);
+    for (;;) {
+        if (v->in_flight.empty()) {
+            if (v->stop) return;
+            v->cv.wait(lock);
+            continue;
+        }
+        bool progressed = false;
+        for (size_t k = 0; k < v->in_flight.size();) {
+            InFlight &f = v->in_flight[k];
+            CtxScope scope(d, f.ctx);
+            CUresult res = scope.result();
+            if (res == CUDA_SUCCESS) res = d.cuEventQuery(f.r->events[f.index]);
+            if (res == CUDA_ERROR_NOT_READY) {
+                ++k;
+                continue;
+            }
+            finish_copy(*v, f, res);
+            v->in_flight.erase(v->in_flight.begin() + static_cast<long>(k));
+            progressed = true;
+        }
+        if (!progressed) v->cv.wait_for(lock, std::chrono::microseconds(200));
+    }
+}
+
+void start_threads(xmc_instance *inst, Vmm &v) {
+    if (!v.threads.empty()) return;
+    for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
+    v.threads.emplace_back(completion_loop, &v);
+}
+
+struct Point {  // a request's place on its stream
+    xmc_instance *inst;
+    std::shared_ptr<Vmm> v;
+    std::shared_ptr<Request> r;
+};
+
+// On the driver's callback thread: hand the request to the workers, nothing
+// else (VMM-CALLBACK: the driver may refuse calls from here).
+void CUDA_CB on_stream_point(void *p) {
+    auto *pt = static_cast<Point *>(p);
+    {
+        std::lock_guard<std::mutex> lock(pt->v->mu);
+        pt->r->fired = true;
+        pt->v->jobs.push_back(pt->r);
+        pt->v->cv.notify_all();
+    }
+    delete pt;
+}
+
+// Issues the reload copy of slot i of r on `stream`, then records its event.
+// Caller holds v.mu and is no callback thread.
+xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
+                      const char *call) {
+    Stream st;
+    Slot &s = *r->slots[i];
+    if (!find_stream(inst, stream, &st)) {
+        record(*r, CUDA_ERROR_INVALID_HANDLE, "finding the reload copy's stream");
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
+                        static_cast<void *>(stream));
+    }
+    if (st.device != s.device)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a stream of device %d for a slot of device %d",
+                        call, st.device, s.device);
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    CUresult res = scope.result();
+    CUevent ev = nullptr;
+    if (res == CUDA_SUCCESS) res = d.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (res == CUDA_SUCCESS) res = d.cuMemcpyHtoDAsync(s.addr, r->srcs[i], s.size, st.stream);
+    if (res == CUDA_SUCCESS) res = d.cuEventRecord(ev, st.stream);
+    if (res != CUDA_SUCCESS) {
+        if (ev) d.cuEventDestroy(ev);
+        record(*r, res, "issuing the reload copy");
+        return driver_fail(inst, res, call, "cuMemcpyHtoDAsync/cuEventRecord");
+    }
+    r->events[i] = ev;
+    r->copies[i] = CopyState::Launched;
+    ++r->copies_launched;
+    ++s.copies;
+    v.in_flight.push_back({r, i, s.ctx});
+    v.cv.notify_all();
+    return XMC_OK;
+}
+
+// ---- requests -------------------------------------------------------------------
+
+std::shared_ptr<Slot> find_slot(Vmm &v, xmc_slot *h) {
+    auto it = v.slots.find(h);
+    return it == v.slots.end() ? nullptr : it->second;
+}
+
+std::shared_ptr<Request> find_request(Vmm &v, xmc_request *h) {
+    auto it = v.requests.find(h);
+    return it == v.requests.end() ? nullptr : it->second;
+}
+
+xmc_status bad_request(xmc_instance *inst, const char *call, xmc_request *h) {
+    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live request of this instance", call,
+                    static_cast<void *>(h));
+}
+
+xmc_status check_source(xmc_instance *inst, const char *call, size_t i, const void *src, size_t bytes,
+                        const Slot &s) {
+    if (!src) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: source %zu is NULL", call, i);
+    if (bytes < s.size)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
+                        "%s: source %zu has %zu bytes, fewer than the slot's %zu", call, i, bytes, s.size);
+    xmc_pin_info q{};
+    be::PinRegistry::process().query(inst, src, bytes, &q);
+    if (!q.pinned || q.base != src)
+        return be::fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, call,
+                        "%s: source %zu (%p, %zu bytes) is not the base of a pinned block holding it", call, i, src,
+                        bytes);
+    return XMC_OK;
+}
+
+// Every refusal before any change, in the model's order (arguments, handles,
+// duplicates, sources, states), then the stream point.
+xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *handles, size_t n,
+                  xmc_stream *stream, const void *const *srcs, const size_t *src_bytes, uint32_t flags,
+                  xmc_request **out) {
+    if (xmc_status st = require(inst, call, Driver::get().missing_vmm); st != XMC_OK) return st;
+    if (!out || !handles || n == 0 || (remap && (!srcs || !src_bytes)))
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: NULL argument or empty batch", call);
+    if (flags & ~XMC_REMAP_DEFER_COPY)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: unknown flags %#x", call, flags);
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    auto r = std::make_shared<Request>();
+    r->remap = remap;
+    r->defer = flags & XMC_REMAP_DEFER_COPY;
+    r->stream = stream;
+    for (size_t i = 0; i < n; ++i) {
+        std::shared_ptr<Slot> s = find_slot(v, handles[i]);
+        if (!s)
+            return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: slot %zu (%p) is not a live slot", call, i,
+                            static_cast<void *>(handles[i]));
+        r->slots.push_back(s);
+    }
+    std::set<Slot *> seen;
+    for (size_t i = 0; i < n; ++i)
+        if (!seen.insert(r->slots[i].get()).second)
+            return be::fail(inst, XMC_ERR_DUPLICATE_IN_BATCH, 0, call, "%s: slot %p is named twice", call,
+                            static_cast<void *>(handles[i]));
+    if (remap)
+        for (size_t i = 0; i < n; ++i)
+            if (xmc_status st = check_source(inst, call, i, srcs[i], src_bytes[i], *r->slots[i]); st != XMC_OK)
+                return st;
+    for (size_t i = 0; i < n; ++i) {
+        const SlotState st = r->slots[i]->state;
+        if (!remap && st != SlotState::Mapped)
+            return be::fail(inst, XMC_ERR_BUSY, 0, call,
+                            "%s: slot %zu is not mapped, or has a release or remap pending", call, i);
+        if (remap && st != SlotState::ReleasePending && st != SlotState::Released)
+            return be::fail(inst, XMC_ERR_BUSY, 0, call,
+                            "%s: slot %zu is neither released nor releasing (mapped, or a remap is pending)", call, i);
+    }
+    Stream st;
+    if (!find_stream(inst, stream, &st))
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
+                        static_cast<void *>(stream));
+    if (remap) {
+        r->srcs.assign(srcs, srcs + n);
+        r->copies.assign(n, CopyState::None);
+        r->events.assign(n, nullptr);
+    }
+    auto *pt = new (std::nothrow) Point{inst, static_cast<Instance *>(inst)->vmm, r};
+    if (!pt) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: out of host memory", call);
+    Driver &d = Driver::get();
+    {
+        CtxScope scope(d, st.ctx);
+        CUresult res = scope.result();
+        if (res == CUDA_SUCCESS) res = d.cuLaunchHostFunc(st.stream, on_stream_point, pt);
+        if (res != CUDA_SUCCESS) {
+            delete pt;  // never enqueued: nothing changed
+            return driver_fail(inst, res, call, "cuLaunchHostFunc");
+        }
+    }
+    for (const auto &s : r->slots) {
+        s->state = remap ? SlotState::RemapPending : SlotState::ReleasePending;
+        s->pending = r.get();
+        s->mapped_by = remap ? r.get() : nullptr;
+        if (!remap) s->release_queued = true;
+        ++s->jobs;
+    }
+    auto *h = reinterpret_cast<xmc_request *>(v.next_handle++);
+    v.requests[h] = r;
+    *out = h;
+    return XMC_OK;
+}
+
+struct Hold {  // a consumer stream held until some copies of a request finish
+    std::shared_ptr<Vmm> v;
+    std::shared_ptr<Request> r;
+    std::vector<size_t> which;
+};
+
+// On the driver's callback thread: waits, and calls nothing in the driver.
+void CUDA_CB hold_consumer(void *p) {
+    auto *h = static_cast<Hold *>(p);
+    {
+        std::unique_lock<std::mutex> lock(h->v->mu);
+        h->v->cv.wait(lock, [&] {
+            for (size_t i : h->which)  // done, or never to start: the remap failed
+                if (h->r->copies[i] != CopyState::Done && !(h->r->done && h->r->copies[i] == CopyState::None))
+                    return false;
+            return true;
+        });
+    }
+    delete h;
+}
+
+} // namespace
+
+// ---- entry points -------------------------------------------------------------------
+
+xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info) {
+    const char *call = "slot_create";
+    Driver &d = Driver::get();
+    if (xmc_status st = require(inst, call, d.missing_vmm); st != XMC_OK) return st;
+    if (!out || !info) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: NULL result");
+    if (xmc_status st = check_device(inst, device, call); st != XMC_OK) return st;
+    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size 0");
+    auto s = std::make_shared<Slot>();
+    s->device = device;
+    if (CUresult r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, &s->ctx, nullptr); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, call, "cuDevicePrimaryCtxRetain");
+    CtxScope scope(d, s->ctx);
+    if (scope.result() != CUDA_SUCCESS) return driver_fail(inst, scope.result(), call, "cuCtxPushCurrent");
+    const CUmemAllocationProp prop = device_prop(device);
+    size_t g = 0;
+    if (CUresult r = d.cuMemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, call, "cuMemGetAllocationGranularity");
+    if (g == 0 || bytes > SIZE_MAX - g)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size %zu", bytes);
+    s->size = (bytes + g - 1) / g * g;
+    if (CUresult r = d.cuMemAddressReserve(&s->addr, s->size, g, 0, 0); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, call, "cuMemAddressReserve");
+    if (CUresult r = map_backing(*s); r != CUDA_SUCCESS) {
+        d.cuMemAddressFree(s->addr, s->size);
+        if (r == CUDA_ERROR_OUT_OF_MEMORY)
+            return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, r, call,
+                            "slot_create: cuMemCreate of %zu bytes: out of device memory", s->size);
+        return driver_fail(inst, r, call, "cuMemCreate/cuMemMap/cuMemSetAccess");
+    }
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    start_threads(inst, v);
+    auto *h = reinterpret_cast<xmc_slot *>(v.next_handle++);
+    v.slots[h] = s;
+    *out = h;
+    *info = xmc_slot_info{reinterpret_cast<void *>(s->addr), s->size, device};
+    return XMC_OK;
+}
+
+xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out) {
+    return submit(inst, "slot_release", false, &slot, 1, s, nullptr, nullptr, 0, out);
+}
+
+xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *host_src, size_t src_bytes,
+                      uint32_t flags, xmc_request **out) {
+    return submit(inst, "slot_remap", true, &slot, 1, s, &host_src, &src_bytes, flags, out);
+}
+
+xmc_status slot_release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
+                              xmc_request **out) {
+    return submit(inst, "slot_release_batch", false, slots, n, s, nullptr, nullptr, 0, out);
+}
+
+xmc_status slot_remap_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
+                            const void *const *host_srcs, const size_t *src_bytes, uint32_t flags,
+                            xmc_request **out) {
+    return submit(inst, "slot_remap_batch", true, slots, n, s, host_srcs, src_bytes, flags, out);
+}
+
+xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t index, xmc_stream *s) {
+    const char *call = "request_launch_copy";
+    Vmm &v = vmm_of(inst);
+    std::unique_lock<std::mutex> lock(v.mu);
+    std::shared_ptr<Request> r = find_request(v, h);
+    if (!r) return bad_request(inst, call, h);
+    if (!r->remap || !r->defer || index >= r->slots.size())
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
+                        "%s: needs a deferred-copy remap request and a slot index below %zu (got %u)", call,
+                        r->slots.size(), index);
+    // Once per slot (VMM-DEFERRED); claimed before waiting, so a concurrent
+    // second launch is refused too.
+    if (r->copies[index] != CopyState::None)
+        return be::fail(inst, XMC_ERR_BUSY, 0, call, "%s: the copy of slot %u was already launched", call, index);
+    r->copies[index] = CopyState::Launched;
+    v.cv.wait(lock, [&] { return r->done; });  // a launch waits for the remap itself
+    r->copies[index] = CopyState::None;
+    const Slot &sl = *r->slots[index];
+    if (r->status != XMC_OK)
+        return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to copy into", call,
+                        r->what.c_str());
+    const bool holds =
+        !sl.closed && sl.mapped_by == r.get() &&
+        (sl.state == SlotState::Mapped || (sl.state == SlotState::RemapPending && sl.pending == r.get()));
+    if (!holds)
+        return be::fail(inst, XMC_ERR_BUSY, 0, call,
+                        "%s: slot %u no longer holds this request's mapping (closed, or released since)", call, index);
+    return start_copy(inst, v, r, index, s, call);
+}
+
+xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
+    Vmm &v = vmm_of(inst);
+    std::unique_lock<std::mutex> lock(v.mu);
+    std::shared_ptr<Request> r = find_request(v, h);
+    if (!r) return bad_request(inst, "request_wait", h);
+    if (!v.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return r->done && r->copies_done == r->copies_launched; }))
+        return be::fail(inst, XMC_ERR_TIMEOUT, 0, "request_wait", "request_wait: not finished after %u ms (%s)",
+                        timeout_ms, r->fired ? "a worker has it" : "its stream has not reached it");
+    if (r->status != XMC_OK)
+        return be::fail(inst, r->status, r->native, "request_wait", "request_wait: %s", r->what.c_str());
+    return XMC_OK;
+}
+
+xmc_status request_adopt(xmc_instance *inst, xmc_request *h) {
+    const char *call = "request_adopt";
+    Vmm &v = vmm_of(inst);
+    std::unique_lock<std::mutex> lock(v.mu);
+    std::shared_ptr<Request> r = find_request(v, h);
+    if (!r) return bad_request(inst, call, h);
+    if (!r->remap) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a release request maps nothing", call);
+    v.cv.wait(lock, [&] { return r->done; });
+    if (r->adopted) return be::fail(inst, XMC_ERR_BUSY, 0, call, "%s: already adopted", call);
+    if (r->status != XMC_OK)
+        return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to adopt", call,
+                        r->what.c_str());
+    for (const auto &s : r->slots)
+        if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
+            s->state = SlotState::Mapped;  // the slot's own now (VMM-ADOPT)
+            s->pending = nullptr;
+        }
+    r->adopted = true;
+    return XMC_OK;
+}
+
+xmc_status request_query(xmc_instance *inst, xmc_request *h, xmc_request_info *out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "request_query", "request_query: NULL result");
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    std::shared_ptr<Request> r = find_request(v, h);
+    if (!r) return bad_request(inst, "request_query", h);
+    *out = xmc_request_info{};
+    out->callback_fired = r->fired;
+    out->done = r->done;
+    out->status = r->status;
+    out->native_code = r->native;
+    out->slots = static_cast<uint32_t>(r->slots.size());
+    out->copies_launched = r->copies_launched;
+    out->adopted = r->adopted;
+    return XMC_OK;
+}
+
+xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *sh) {
+    const char *call = "request_stream_wait";
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    std::shared_ptr<Request> r = find_request(v, h);
+    if (!r) return bad_request(inst, call, h);
+    if (!r->remap)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a release request has no copies", call);
+    Stream s;
+    if (!find_stream(inst, sh, &s))
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream", call,
+                        static_cast<void *>(sh));
+    // The copies to wait for: all of a remap's own, or the deferred ones
+    // launched by now. Issued ones have an event to wait on; for the others,
+    // the stream is held until they finish (VMM-EVENT-WAIT).
+    std::vector<size_t> which;
+    std::vector<CUevent> events;
+    bool unissued = false;
+    for (size_t i = 0; i < r->copies.size(); ++i) {
+        if (r->defer && r->copies[i] == CopyState::None) continue;
+        which.push_back(i);
+        if (r->copies[i] == CopyState::Launched && r->events[i]) events.push_back(r->events[i]);
+        if (r->copies[i] == CopyState::None && !r->done) unissued = true;
+    }
+    Driver &d = Driver::get();
+    CtxScope scope(d, s.ctx);
+    CUresult res = scope.result();
+    if (res == CUDA_SUCCESS && unissued) {
+        auto *hold = new (std::nothrow) Hold{static_cast<Instance *>(inst)->vmm, r, which};
+        if (!hold) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: out of host memory", call);
+        res = d.cuLaunchHostFunc(s.stream, hold_consumer, hold);
+        if (res != CUDA_SUCCESS) delete hold;
+    } else {
+        for (CUevent ev : events)
+            if (res == CUDA_SUCCESS) res = d.cuStreamWaitEvent(s.stream, ev, 0);
+    }
+    return res == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, res, call, "cuStreamWaitEvent/cuLaunchHostFunc");
+}
+
+xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
+    Vmm &v = vmm_of(inst);
+    std::unique_lock<std::mutex> lock(v.mu);
+    std::shared_ptr<Request> r = find_request(v, h);
+    if (!r) return bad_request(inst, "request_destroy", h);
+    v.requests.erase(h);
+    v.cv.wait(lock, [&] { return r->done && r->copies_done == r->copies_launched; });
+    if (r->remap && !r->adopted && r->status == XMC_OK)
+        for (const auto &s : r->slots)
+            if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
+                // Never adopted: the request's mapping goes with it.
+                s->state = unmap_backing(*s) == CUDA_SUCCESS ? SlotState::Released : SlotState::Mapped;
+                s->pending = nullptr;
+                s->mapped_by = nullptr;
+            }
+    v.cv.notify_all();
+    return XMC_OK;
+}
+
+// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE).
+static void close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s) {
+    v.cv.wait(lock, [&] { return s.jobs == 0 && s.copies == 0; });
+    Driver &d = Driver::get();
+    if (s.handle) unmap_backing(s);
+    CtxScope scope(d, s.ctx);
+    if (scope.result() == CUDA_SUCCESS) d.cuMemAddressFree(s.addr, s.size);
+    s.closed = true;
+    v.cv.notify_all();
+}
+
+xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
+    Vmm &v = vmm_of(inst);
+    std::unique_lock<std::mutex> lock(v.mu);
+    std::shared_ptr<Slot> s = find_slot(v, h);
+    if (!s)
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "slot_close", "slot_close: %p is not a live slot",
+                        static_cast<void *>(h));
+    v.slots.erase(h);
+    close_slot(v, lock, *s);
+    return XMC_OK;
+}
+
+xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {
+    const char *call = "device_free_memory";
+    Driver &d = Driver::get();
+    if (xmc_status st = require(inst, call, d.missing_vmm); st != XMC_OK) return st;
+    if (!free_bytes || !total_bytes)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "device_free_memory: NULL result");
+    if (xmc_status st = check_device(inst, device, call); st != XMC_OK) return st;
+    CUcontext ctx = nullptr;
+    if (CUresult r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, &ctx, nullptr); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, call, "cuDevicePrimaryCtxRetain");
+    CtxScope scope(d, ctx);
+    size_t f = 0, t = 0;
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS) r = d.cuMemGetInfo(&f, &t);
+    if (r != CUDA_SUCCESS) return driver_fail(inst, r, call, "cuMemGetInfo");
+    *free_bytes = f;
+    *total_bytes = t;
+    return XMC_OK;
+}
+
+void vmm_close(Instance *in) {
+    Vmm &v = *in->vmm;
+    std::unique_lock<std::mutex> lock(v.mu);
+    while (!v.slots.empty()) {
+        std::shared_ptr<Slot> s = v.slots.begin()->second;
+        v.slots.erase(v.slots.begin());
+        close_slot(v, lock, *s);
+    }
+    v.stop = true;
+    v.cv.notify_all();
+    lock.unlock();
+    for (auto &t : v.threads) t.join();
+}
+
+} // namespace xmc::cuda

@@ -1,0 +1,252 @@
+// Streams on the host (capability `stream`, COPY-ORDER): one worker thread per
+// stream runs its operations strictly in the order they were enqueued.
+// Events count generations: a record enqueued on a stream issues generation
+// g and completes it when the stream reaches it; a wait captures the
+// generation issued at the time of the call and blocks its stream until that
+// generation completes (an event never recorded is complete, as in CUDA).
+// Device memory is host memory standing in for device 0's.
+#include "host.hpp"
+
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <thread>
+
+namespace xmc::host {
+
+struct Stream {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::deque<std::function<void()>> queue;
+    uint64_t enqueued = 0;  // operations ever enqueued
+    uint64_t finished = 0;  // operations that have run, in order
+    bool stop = false;
+    std::thread worker;
+
+    void run() {
+        std::unique_lock<std::mutex> lock(mu);
+        for (;;) {
+            cv.wait(lock, [&] { return stop || !queue.empty(); });
+            if (queue.empty()) return;  // stop with nothing left: drained
+            std::function<void()> op = std::move(queue.front());
+            queue.pop_front();
+            lock.unlock();  // an operation may block (a wait, a sleeping callback)
+            op();
+            lock.lock();
+            ++finished;
+            cv.notify_all();
+        }
+    }
+};
+
+struct Event {
+    std::mutex mu;
+    std::condition_variable cv;
+    uint64_t issued = 0;     // generations issued by event_record
+    uint64_t completed = 0;  // highest generation whose record has run
+};
+
+Instance::Instance() = default;
+
+Instance::~Instance() {
+    // close: no other call is in flight (backend.h); work still queued runs
+    // to the end so that no callback is dropped silently.
+    for (auto &[handle, s] : streams) {
+        {
+            std::lock_guard<std::mutex> lock(s->mu);
+            s->stop = true;
+        }
+        s->cv.notify_all();
+        s->worker.join();
+    }
+    for (auto &[base, bytes] : dev_allocs) std::free(reinterpret_cast<void *>(base));
+}
+
+static Instance *as_host(xmc_instance *inst) { return static_cast<Instance *>(inst); }
+
+// The live stream behind a handle, or nullptr (a stale or foreign handle is
+// never dereferenced).
+static Stream *find_stream(Instance *in, xmc_stream *s) {
+    std::lock_guard<std::mutex> lock(in->mu);
+    auto it = in->streams.find(s);
+    return it == in->streams.end() ? nullptr : it->second.get();
+}
+
+static std::shared_ptr<Event> find_event(Instance *in, xmc_event *e) {
+    std::lock_guard<std::mutex> lock(in->mu);
+    auto it = in->events.find(e);
+    return it == in->events.end() ? nullptr : it->second;
+}
+
+static xmc_status check_device(xmc_instance *inst, int32_t device, const char *call) {
+    if (device != 0)
+        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, call, "%s: no device %d (the host backend has device 0 only)",
+                        call, device);
+    return XMC_OK;
+}
+
+xmc_status enqueue(xmc_instance *inst, xmc_stream *handle, const char *call, std::function<void()> op) {
+    Stream *s = inst ? find_stream(as_host(inst), handle) : nullptr;
+    if (!s) return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
+                            static_cast<void *>(handle));
+    {
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->queue.push_back(std::move(op));
+        ++s->enqueued;
+    }
+    s->cv.notify_all();
+    return XMC_OK;
+}
+
+xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "stream_create", "stream_create: result pointer is NULL");
+    if (xmc_status st = check_device(inst, device, "stream_create"); st != XMC_OK) return st;
+    auto s = std::make_unique<Stream>();
+    s->worker = std::thread([p = s.get()] { p->run(); });
+    auto *handle = reinterpret_cast<xmc_stream *>(s.get());
+    std::lock_guard<std::mutex> lock(as_host(inst)->mu);
+    as_host(inst)->streams[handle] = std::move(s);
+    *out = handle;
+    return XMC_OK;
+}
+
+xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
+    Instance *in = as_host(inst);
+    std::unique_ptr<Stream> s;
+    {
+        std::lock_guard<std::mutex> lock(in->mu);
+        auto it = in->streams.find(handle);
+        if (it == in->streams.end())
+            return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "stream_destroy",
+                            "stream_destroy: %p is not a live stream of this instance", static_cast<void *>(handle));
+        // From the stream's own callback the join below would wait for itself.
+        if (it->second->worker.get_id() == std::this_thread::get_id())
+            return be::fail(inst, XMC_ERR_BUSY, 0, "stream_destroy",
+                            "stream_destroy: called from a host callback of the stream being destroyed");
+        s = std::move(it->second);
+        in->streams.erase(it);
+    }
+    {
+        std::lock_guard<std::mutex> lock(s->mu);
+        s->stop = true;
+    }
+    s->cv.notify_all();
+    s->worker.join();  // enqueued work completes first, as cuStreamDestroy lets it
+    return XMC_OK;
+}
+
+xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
+    Stream *s = find_stream(as_host(inst), handle);
+    if (!s)
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "stream_synchronize",
+                        "stream_synchronize: %p is not a live stream of this instance", static_cast<void *>(handle));
+    if (s->worker.get_id() == std::this_thread::get_id())
+        return be::fail(inst, XMC_ERR_BUSY, 0, "stream_synchronize",
+                        "stream_synchronize: called from a host callback of the same stream (would wait for itself)");
+    std::unique_lock<std::mutex> lock(s->mu);
+    const uint64_t target = s->enqueued;  // the work enqueued before this call
+    s->cv.wait(lock, [&] { return s->finished >= target; });
+    return XMC_OK;
+}
+
+xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_create", "event_create: result pointer is NULL");
+    if (xmc_status st = check_device(inst, device, "event_create"); st != XMC_OK) return st;
+    auto e = std::make_shared<Event>();
+    auto *handle = reinterpret_cast<xmc_event *>(e.get());
+    std::lock_guard<std::mutex> lock(as_host(inst)->mu);
+    as_host(inst)->events[handle] = std::move(e);
+    *out = handle;
+    return XMC_OK;
+}
+
+xmc_status event_destroy(xmc_instance *inst, xmc_event *handle) {
+    Instance *in = as_host(inst);
+    std::lock_guard<std::mutex> lock(in->mu);
+    // Operations already enqueued hold their own reference to the event.
+    if (in->events.erase(handle) == 0)
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_destroy",
+                        "event_destroy: %p is not a live event of this instance", static_cast<void *>(handle));
+    return XMC_OK;
+}
+
+xmc_status event_record(xmc_instance *inst, xmc_event *handle, xmc_stream *s) {
+    std::shared_ptr<Event> e = find_event(as_host(inst), handle);
+    if (!e)
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_record",
+                        "event_record: %p is not a live event of this instance", static_cast<void *>(handle));
+    if (!find_stream(as_host(inst), s))
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_record",
+                        "event_record: %p is not a live stream of this instance", static_cast<void *>(s));
+    uint64_t gen = 0;
+    {
+        std::lock_guard<std::mutex> lock(e->mu);
+        gen = ++e->issued;
+    }
+    return enqueue(inst, s, "event_record", [e, gen] {
+        std::lock_guard<std::mutex> lock(e->mu);
+        if (gen > e->completed) e->completed = gen;
+        e->cv.notify_all();
+    });
+}
+
+xmc_status event_synchronize(xmc_instance *inst, xmc_event *handle) {
+    std::shared_ptr<Event> e = find_event(as_host(inst), handle);
+    if (!e)
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_synchronize",
+                        "event_synchronize: %p is not a live event of this instance", static_cast<void *>(handle));
+    std::unique_lock<std::mutex> lock(e->mu);
+    const uint64_t target = e->issued;
+    e->cv.wait(lock, [&] { return e->completed >= target; });
+    return XMC_OK;
+}
+
+xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *handle) {
+    std::shared_ptr<Event> e = find_event(as_host(inst), handle);
+    if (!e)
+        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "stream_wait_event",
+                        "stream_wait_event: %p is not a live event of this instance", static_cast<void *>(handle));
+    uint64_t target = 0;
+    {
+        std::lock_guard<std::mutex> lock(e->mu);
+        target = e->issued;  // the record most recently enqueued at this call
+    }
+    return enqueue(inst, s, "stream_wait_event", [e, target] {
+        std::unique_lock<std::mutex> lock(e->mu);
+        e->cv.wait(lock, [&] { return e->completed >= target; });
+    });
+}
+
+xmc_status host_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user) {
+    if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
+    return enqueue(inst, s, "host_callback", [fn, user] { fn(user); });
+}
+
+xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: result pointer is NULL");
+    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: size is 0");
+    if (xmc_status st = check_device(inst, device, "dev_alloc"); st != XMC_OK) return st;
+    void *p = nullptr;
+    // 256 bytes: the alignment cuMemAlloc guarantees, so callers see the same.
+    if (int rc = posix_memalign(&p, 256, bytes); rc != 0)
+        return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, rc, "dev_alloc", "dev_alloc: posix_memalign of %zu bytes failed",
+                        bytes);
+    std::lock_guard<std::mutex> lock(as_host(inst)->mu);
+    as_host(inst)->dev_allocs[reinterpret_cast<uintptr_t>(p)] = bytes;
+    *out = p;
+    return XMC_OK;
+}
+
+xmc_status dev_free(xmc_instance *inst, void *ptr) {
+    Instance *in = as_host(inst);
+    std::lock_guard<std::mutex> lock(in->mu);
+    auto it = in->dev_allocs.find(reinterpret_cast<uintptr_t>(ptr));
+    if (it == in->dev_allocs.end())
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_free",
+                        "dev_free: %p is not a base that dev_alloc of this instance returned", ptr);
+    std::free(ptr);
+    in->dev_allocs.erase(it);
+    return XMC_OK;
+}
+
+} // namespace xmc::host
