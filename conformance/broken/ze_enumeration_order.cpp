@@ -1,0 +1,28 @@
+// Bug (seeds/000, third review): the device of a registration is taken by its
+// position in zeDeviceGet's order, not by UUID; when the driver enumerates
+// devices in another order than the caller names them (XMC_FAKE_ZE_ORDER=1,0),
+// device d's range is registered in another device's context.
+#include "ze_broken.hpp"
+
+namespace xmc::broken_ze {
+using namespace xmc::ze;
+
+static xmc_status by_position(xmc_instance *inst, int32_t device, ze_context_handle_t *ctx) {
+    Driver &d = Driver::get();
+    for (const Device &dev : d.devices)
+        if (dev.enum_position == static_cast<uint32_t>(device)) {  // the bug: position, not UUID
+            if (ze_result_t r = d.context_for(dev.uuid, ctx); r != ZE_RESULT_SUCCESS)
+                return driver_fail(inst, r, "reg_register", "zeContextCreateEx");
+            return XMC_OK;
+        }
+    return check_device(inst, -1, "reg_register");
+}
+
+static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                               xmc_reg_info *out) {
+    return register_in(inst, addr, bytes, device, flags, out, by_position);
+}
+
+void plant(xmc_backend &t) { t.reg_register = reg_register; }
+} // namespace xmc::broken_ze
+XMC_BROKEN_ZE_BACKEND("broken_ze_enumeration_order")

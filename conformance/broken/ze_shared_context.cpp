@@ -1,0 +1,55 @@
+// Bug (seeds/000, third review): registrations are made in one context that
+// holds every device. Level Zero maps such a range for the context's first
+// device only, so every other device fails its first copy from it with
+// ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY ("every rank but the first").
+#include "ze_broken.hpp"
+
+namespace xmc::broken_ze {
+using namespace xmc::ze;
+
+namespace {
+std::mutex mu;
+ze_context_handle_t shared = nullptr;  // every device's; destroyed with the last instance
+
+xmc_status all_devices(xmc_instance *inst, int32_t, ze_context_handle_t *ctx) {
+    Driver &d = Driver::get();
+    std::lock_guard<std::mutex> lock(mu);
+    if (!shared) {
+        std::vector<ze_device_handle_t> all;
+        for (const Device &dev : d.devices) all.push_back(dev.handle);
+        ze_context_desc_t desc{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
+        if (ze_result_t r = d.zeContextCreateEx(d.devices[0].driver, &desc, static_cast<uint32_t>(all.size()),
+                                                all.data(), &shared);
+            r != ZE_RESULT_SUCCESS) {
+            shared = nullptr;
+            return driver_fail(inst, r, "reg_register", "zeContextCreateEx");
+        }
+    }
+    *ctx = shared;
+    return XMC_OK;
+}
+} // namespace
+
+static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                               xmc_reg_info *out) {
+    return register_in(inst, addr, bytes, device, flags, out, all_devices);
+}
+
+// Not the bug: the shared context goes when nothing needs it, so the suite's
+// leak checks see only what the bug itself breaks.
+static xmc_status close(xmc_instance *inst) {
+    const xmc_status st = reference()->close(inst);
+    Driver &d = Driver::get();
+    std::lock_guard<std::mutex> dl(d.mu);
+    std::lock_guard<std::mutex> lock(mu);
+    if (shared && d.instances == 0 && d.registrations == 0 && d.zeContextDestroy(shared) == ZE_RESULT_SUCCESS)
+        shared = nullptr;
+    return st;
+}
+
+void plant(xmc_backend &t) {
+    t.reg_register = reg_register;
+    t.close = close;
+}
+} // namespace xmc::broken_ze
+XMC_BROKEN_ZE_BACKEND("broken_ze_shared_context")

@@ -1,0 +1,91 @@
+#include "driver_control_ze.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace xmc::conformance {
+
+namespace {
+
+// The devices the fake mapped the registration at `base` for, from its ledger
+// line "registration 0x<base> size=<n> context=<id> mapped-for=[<native>,...]",
+// and the UUID of the one device: the fake's device of native index i has the
+// UUID "xmcfakeze", six zero bytes, i (fake_ze_control.h). Read from the
+// driver's own records, never from the backend.
+bool ze_registration_uuid(const DriverControl &c, const void *base, uint8_t uuid[16], std::string *why) {
+    char key[64];
+    std::snprintf(key, sizeof key, "registration 0x%llx ",
+                  static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(base)));
+    const std::string ledger = c.ledger_text();
+    const size_t at = ledger.find(key);
+    const size_t eol = at == std::string::npos ? at : ledger.find('\n', at);
+    const size_t list = at == std::string::npos ? at : ledger.find(" mapped-for=[", at);
+    if (list == std::string::npos || list > eol) {
+        *why = std::string("the driver holds no registration at ") + key + "; ledger:\n" + ledger;
+        return false;
+    }
+    const std::string devices = ledger.substr(list + 13, ledger.find(']', list) - (list + 13));
+    if (devices.empty() || devices.find(',') != std::string::npos) {
+        *why = "the driver maps the registration at " + std::string(key) + "for devices [" + devices +
+               "], not for exactly one; ledger:\n" + ledger;
+        return false;
+    }
+    std::memset(uuid, 0, 16);
+    std::memcpy(uuid, "xmcfakeze", 9);
+    uuid[15] = static_cast<uint8_t>(std::atoi(devices.c_str()));
+    return true;
+}
+
+// ze_result_t values (ze_api.h), so the harness needs no Level Zero header.
+constexpr int64_t ZE_DEVICE_LOST = 0x70000001;         // ZE_RESULT_ERROR_DEVICE_LOST
+constexpr int64_t ZE_OUT_OF_HOST_MEMORY = 0x70000002;  // ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY
+
+template <class F>
+bool resolve(void *h, const char *name, F *out) {
+    *out = reinterpret_cast<F>(dlsym(h, name));
+    return *out != nullptr;
+}
+
+} // namespace
+
+bool ze_backend(const std::string &name) { return name == "level_zero" || name.rfind("broken_ze_", 0) == 0; }
+
+// The loader loads the driver named by ZE_ENABLE_ALT_DRIVERS; the fake Level
+// Zero driver exports xmc_fake_ze_* next to its DDI tables.
+bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
+    const char *env = std::getenv("ZE_ENABLE_ALT_DRIVERS");
+    if (!env || !*env) {
+        *why = "unsupported: backend '" + name + "' runs on the system's Level Zero drivers "
+               "(ZE_ENABLE_ALT_DRIVERS is not set), so no fault injection";
+        return false;
+    }
+    c->library = env;
+    // RTLD_NOLOAD: only the library the loader already loaded, never another.
+    void *h = dlopen(c->library.c_str(), RTLD_NOW | RTLD_NOLOAD);
+    if (!h) {
+        *why = "unsupported: backend '" + name + "' has no driver loaded from '" + c->library + "', so no fault injection";
+        return false;
+    }
+    if (!resolve(h, "xmc_fake_ze_set_faults", &c->set_faults) ||
+        !resolve(h, "xmc_fake_ze_live_objects", &c->live_objects) ||
+        !resolve(h, "xmc_fake_ze_ledger", &c->ledger)) {
+        *why = "unsupported: backend '" + name + "' runs on '" + c->library +
+               "', a driver without the fake's fault injection";
+        return false;
+    }
+    c->reclaimed_objects = nullptr;  // the Level Zero fake reclaims nothing behind the caller's back
+    // zeMemAllocHost is the registration call; the backend makes no plain host allocations.
+    c->reject_register = "zeMemAllocHost:*:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
+    c->reject_register_code = ZE_OUT_OF_HOST_MEMORY;
+    c->fail_next_unregister = "zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST";
+    c->fail_unregister_code = ZE_DEVICE_LOST;
+    c->nonidentity_register = "zeMemAllocHost:*:nonidentity";
+    c->unsupported_register = "zeMemAllocHost:*:ZE_RESULT_ERROR_UNSUPPORTED_FEATURE";
+    c->registration_uuid = ze_registration_uuid;
+    return true;
+}
+
+} // namespace xmc::conformance

@@ -1,0 +1,12 @@
+// The one exported symbol of libxmc_backend_level_zero.so.
+#include "ze.hpp"
+
+extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t runner_abi_version) {
+    if (runner_abi_version != XMC_ABI_VERSION) return nullptr;
+    static const xmc_backend table = [] {
+        xmc_backend t{};
+        xmc::ze::fill_table(t);
+        return t;
+    }();
+    return &table;
+}

@@ -1,0 +1,112 @@
+// Pinning with Level Zero (PIN-*, PIN-DEVICE): posix_memalign + mlock in the
+// process-wide registry, as on the host; an allocation that asks for a device
+// is then registered with it exactly as reg_register does (driver_register in
+// the device's own context). If that fails, the block stays lock-only and the
+// result says why with the driver's code: degradation is never silent (the
+// bug of seeds/000). The registration is tracked in the registration map too,
+// so no other registration may overlap it (REG-DOUBLE), and the registry's
+// release hook frees it in its context before the pages are unlocked.
+#include "ze.hpp"
+
+#include <cstdio>
+
+namespace xmc::ze {
+
+using be::PinRegistry;
+
+// Runs when the block's last reference goes, before munlock and free. A
+// failed zeMemFree keeps the block pinned and registered, and the free
+// reports it: success is never reported over a failed release (seed 000).
+static xmc_status unregister_block(const be::PinBlock &block, int64_t *native, char *why, size_t why_len) {
+    if (block.device == XMC_NO_DEVICE) return XMC_OK;
+    Driver &d = Driver::get();
+    RegRegistry &r = registry();
+    {
+        std::lock_guard<std::mutex> lock(r.mu);
+        auto it = r.ranges.find(block.base);
+        if (it == r.ranges.end() || !it->second.pinned) return XMC_OK;
+        const ze_result_t res = d.zeMemFree(it->second.ctx, reinterpret_cast<void *>(block.base));
+        if (res != ZE_RESULT_SUCCESS) {
+            *native = static_cast<int64_t>(res);
+            std::snprintf(why, why_len, "zeMemFree failed with 0x%x", static_cast<unsigned>(res));
+            return XMC_ERR_DRIVER;
+        }
+        r.ranges.erase(it);
+    }
+    {
+        std::lock_guard<std::mutex> lock(d.mu);
+        --d.registrations;
+    }
+    d.release_if_idle();
+    return XMC_OK;
+}
+
+void install_pin_hook() { PinRegistry::process().set_release_hook(unregister_block); }
+
+// Registers a fresh block with `device`; the status and native code say why not.
+static xmc_status register_block(xmc_instance *inst, uintptr_t base, size_t size, int32_t device,
+                                 ze_result_t *native) {
+    Driver &d = Driver::get();
+    if (xmc_status st = require(inst, "pin_alloc", d.missing_register); st != XMC_OK) return st;
+    if (!d.devices[static_cast<size_t>(device)].memmap)
+        return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
+                        "pin_alloc: the driver of device %d does not list the external-memmap extension", device);
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.overlaps(base, size))  // memory registered by the caller, freed, and reused by the allocator
+        return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "pin_alloc",
+                        "pin_alloc: the new block [0x%llx, +%zu) overlaps a registered range",
+                        static_cast<unsigned long long>(base), size);
+    ze_context_handle_t ctx = nullptr;
+    if (ze_result_t r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, &ctx); r != ZE_RESULT_SUCCESS) {
+        *native = r;  // the driver's code goes with the lock-only result
+        return driver_fail(inst, r, "pin_alloc", "zeContextCreateEx");
+    }
+    if (xmc_status st = driver_register(inst, "pin_alloc", ctx, device, reinterpret_cast<void *>(base), size, native);
+        st != XMC_OK)
+        return st;
+    r.ranges[base] = Registration{size, device, ctx, true};
+    return XMC_OK;
+}
+
+xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
+    Driver &d = Driver::get();
+    // A device index that cannot exist is bad input, refused before anything
+    // is allocated; a device the driver cannot serve degrades (below).
+    if (device != XMC_NO_DEVICE && (device < 0 || (d.usable && static_cast<size_t>(device) >= d.devices.size())))
+        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)",
+                        device, d.devices.size());
+    be::PinBlock block;
+    xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
+    if (st != XMC_OK) return st;
+    *out = xmc_pin_result{};
+    out->base = reinterpret_cast<void *>(block.base);
+    out->size = block.size;
+    if (device == XMC_NO_DEVICE) return XMC_OK;
+    ze_result_t native = ZE_RESULT_SUCCESS;
+    const xmc_status reg = register_block(inst, block.base, block.size, device, &native);
+    if (reg != XMC_OK) {
+        out->reg_status = reg;  // lock-only, and it says so
+        out->reg_native_code = native;
+        return XMC_OK;
+    }
+    // After the registration map's lock is released: the hook takes it under
+    // the pin registry's lock, so the two are never taken in the other order.
+    PinRegistry::process().set_device(block.base, device);
+    out->registered = 1;
+    return XMC_OK;
+}
+
+xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
+
+xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {
+    return PinRegistry::process().query(inst, addr, len, out);
+}
+
+xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) { return PinRegistry::process().stats(inst, out); }
+
+xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
+
+xmc_status pin_unref(xmc_instance *inst, const void *addr) { return PinRegistry::process().unref(inst, addr); }
+
+} // namespace xmc::ze

@@ -1,0 +1,231 @@
+// The Level Zero backend (SPEC 4): through the Level Zero loader, every entry
+// point resolved at run time from the library named by XMC_ZE_LOADER (default
+// libze_loader.so.1), so the backend loads and reports "unsupported" on a
+// machine without Level Zero. ze_api.h supplies types only; nothing is linked.
+//
+// Devices: the xmc index of a device is its rank in the order of UUIDs
+// (memcmp of the 16 bytes of zeDeviceGetProperties' uuid), over every driver
+// the loader reports. The driver's enumeration order can change from run to
+// run (XMC_FAKE_ZE_ORDER permutes it on the fake; ZE_AFFINITY_MASK and
+// hot-plug do on hardware), the UUID order cannot, so device d is always the
+// same device (REG-UUID).
+//
+// Contexts: one per device, created with zeContextCreateEx for that device
+// alone and cached; every object of device d (registrations, command lists,
+// events, device memory) lives in it. A context holding several devices maps
+// an external-memmap registration for its first device only (the bug of
+// seeds/000), so no context here ever holds more than one device (REG-DEVICE).
+#pragma once
+#include "errors.hpp"
+#include "pin_registry.hpp"
+
+#include <level_zero/ze_api.h>
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace xmc::ze {
+
+// X(name) for every entry point, by group. A group whose entry points are all
+// found enables its primitive; a missing one makes that primitive answer
+// XMC_ERR_UNSUPPORTED naming it (REG-UNAVAILABLE), never a crash.
+#define XMC_ZE_CORE(X)                                                                                  \
+    X(zeInit) X(zeDriverGet) X(zeDriverGetExtensionProperties) X(zeDeviceGet) X(zeDeviceGetProperties)  \
+    X(zeDeviceGetMemoryProperties) X(zeContextCreateEx) X(zeContextDestroy) X(zeMemFree)
+#define XMC_ZE_REGISTER(X) X(zeMemAllocHost)
+#define XMC_ZE_STREAM(X)                                                                                \
+    X(zeCommandListCreateImmediate) X(zeCommandListDestroy) X(zeCommandListAppendSignalEvent)           \
+    X(zeCommandListAppendWaitOnEvents) X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate)      \
+    X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostSignal) X(zeEventHostReset)                \
+    X(zeMemAllocDevice)
+#define XMC_ZE_COPY(X) X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendMemoryCopyRegion)
+
+struct Device {
+    ze_driver_handle_t driver = nullptr;
+    ze_device_handle_t handle = nullptr;
+    uint8_t uuid[16] = {};
+    char name[128] = {};
+    uint64_t total = 0;
+    uint32_t enum_position = 0;  // where zeDeviceGet listed it (over all drivers); informative only
+    bool memmap = false;         // its driver lists ZE_extension_external_memmap_sysmem
+    ze_context_handle_t ctx = nullptr;  // its own context, created on first use
+};
+
+// The process-wide driver: loaded once, shared by every instance (like the
+// registries, which must see one driver).
+struct Driver {
+#define XMC_ZE_MEMBER(name) decltype(&::name) name = nullptr;
+    XMC_ZE_CORE(XMC_ZE_MEMBER)
+    XMC_ZE_REGISTER(XMC_ZE_MEMBER)
+    XMC_ZE_STREAM(XMC_ZE_MEMBER)
+    XMC_ZE_COPY(XMC_ZE_MEMBER)
+#undef XMC_ZE_MEMBER
+
+    std::string library;      // what was loaded (or tried)
+    bool usable = false;      // loader, core entry points, zeInit and >= 1 device
+    std::string why;          // why not usable, or "" when usable
+    std::string missing_register, missing_stream, missing_copy;  // first missing entry point, per group
+    std::vector<Device> devices;  // by xmc index: sorted by UUID
+
+    std::mutex mu;            // guards the contexts and the counts below
+    int instances = 0;        // open instances
+    size_t registrations = 0; // live driver registrations (reg_register and pinned blocks)
+
+    static Driver &get();
+    // The context of the device whose UUID is `uuid`, created for that device
+    // alone on first use (REG-UUID: found by UUID, never by position).
+    ze_result_t context_for(const uint8_t uuid[16], ze_context_handle_t *out);
+    // Destroys the contexts when no instance and no registration needs them,
+    // so a closed backend leaves nothing in the driver. Returns the first
+    // failure of zeContextDestroy; a context the driver refused to destroy
+    // stays cached, and the next idle moment tries again (close reports the
+    // failure; reg_unregister and pin_free, whose own release succeeded, leave
+    // it to that next moment).
+    ze_result_t release_if_idle();
+};
+
+const char *result_name(ze_result_t r);
+// A failed driver call as an xmc status: ZE_RESULT_ERROR_UNSUPPORTED_FEATURE
+// is XMC_ERR_UNSUPPORTED, every other result XMC_ERR_DRIVER; native = the ze_result_t.
+xmc_status status_of(ze_result_t r);
+xmc_status driver_fail(xmc_instance *inst, ze_result_t r, const char *call, const char *what);
+// XMC_OK when the driver is usable and `missing` (a group's first missing
+// entry point) is empty; otherwise XMC_ERR_UNSUPPORTED with the reason.
+xmc_status require(xmc_instance *inst, const char *call, const std::string &missing);
+// XMC_ERR_NO_DEVICE unless 0 <= device < device count.
+xmc_status check_device(xmc_instance *inst, int32_t device, const char *call);
+// The context of device `device` (a valid index), recorded as a failure of `call`.
+xmc_status device_context(xmc_instance *inst, const char *call, int32_t device, ze_context_handle_t *ctx);
+
+// ---- registrations (register.cpp) ----------------------------------------
+
+struct Registration {
+    size_t size = 0;
+    int32_t device = 0;
+    ze_context_handle_t ctx = nullptr;  // where it was made, and where it is released
+    bool pinned = false;                // made by pin_alloc for its block; pin_free releases it
+};
+
+// Every driver registration of the process, by base: reg_register's and
+// pinned blocks'. One map, so that a range overlapping either is refused
+// (REG-DOUBLE). reg_query and reg_unregister see reg_register's entries only.
+struct RegRegistry {
+    std::mutex mu;
+    std::map<uintptr_t, Registration> ranges;
+
+    std::map<uintptr_t, Registration>::iterator containing(uintptr_t addr);
+    bool overlaps(uintptr_t addr, size_t bytes);
+};
+RegRegistry &registry();
+
+// ---- streams (stream.cpp) --------------------------------------------------
+
+// A host callback: the list signals `reached` when it gets there, then waits
+// for `done`, which the stream's callback thread signals after fn ran.
+struct Callback {
+    ze_event_pool_handle_t pool = nullptr;
+    ze_event_handle_t reached = nullptr, done = nullptr;
+    xmc_host_fn fn = nullptr;
+    void *user = nullptr;
+    uint64_t seq = 0;  // order on the stream; reclaimed once a synchronize passed it
+};
+
+struct Stream {
+    int32_t device = 0;
+    ze_context_handle_t ctx = nullptr;
+    // Immediate, in order. Null once stream_destroy destroyed it (under the
+    // instance's mu): a stream whose destroy failed after that takes no work.
+    ze_command_list_handle_t list = nullptr;
+    ze_event_pool_handle_t sync_pool = nullptr;
+    ze_event_handle_t sync_event = nullptr;   // appended and waited for by synchronize
+
+    std::mutex append_mu;  // a command list is not thread-safe: one append at a time
+    std::mutex sync_mu;    // one synchronize at a time (they share sync_event)
+    std::mutex cb_mu;      // the callback queue and records below
+    std::condition_variable cb_cv;
+    std::deque<Callback *> queue;                  // for the callback thread
+    std::vector<std::unique_ptr<Callback>> callbacks;  // enqueued, not yet reclaimed
+    uint64_t next_seq = 0;  // under append_mu
+    bool stop = false;
+    std::thread worker;    // runs the callbacks, in order
+};
+
+struct Event {
+    int32_t device = 0;
+    ze_event_pool_handle_t pool = nullptr;
+    ze_event_handle_t event = nullptr;  // null once event_destroy destroyed it (under the instance's mu)
+    bool recorded = false;  // under the instance's mutex; unrecorded events are complete
+};
+
+struct DevAlloc {
+    int32_t device = 0;
+    ze_context_handle_t ctx = nullptr;
+};
+
+// Streams, events and device allocations belong to the instance that made
+// them and go with it; registrations and pinned blocks are process-wide.
+struct Instance : xmc_instance {
+    Instance();
+    ~Instance() override;  // stream.cpp
+    // Releases its streams, events and device allocations (close). Stops at
+    // the first driver failure, which it returns with the failed call in
+    // *what: the object that failed and those after it stay, so that calling
+    // again finishes the job. No other call may be in flight, nor mu held.
+    ze_result_t release_all(const char **what);  // stream.cpp
+    std::mutex mu;
+    std::map<xmc_stream *, std::shared_ptr<Stream>> streams;  // handle -> stream (handles are heap cookies)
+    std::map<xmc_event *, std::shared_ptr<Event>> events;
+    std::map<uintptr_t, DevAlloc> dev_allocs;
+};
+
+void fill_table(xmc_backend &table);
+
+// pin.cpp
+void install_pin_hook();
+xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out);
+xmc_status pin_free(xmc_instance *inst, void *base);
+xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out);
+xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out);
+xmc_status pin_ref(xmc_instance *inst, const void *addr);
+xmc_status pin_unref(xmc_instance *inst, const void *addr);
+
+// register.cpp
+xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                        xmc_reg_info *out);
+xmc_status reg_unregister(xmc_instance *inst, void *base);
+xmc_status reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out);
+xmc_reg_align_policy reg_align_policy(xmc_instance *inst);
+// The argument, driver and device checks of reg_register, in its order.
+xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                          const xmc_reg_info *out);
+// zeMemAllocHost with the external-memmap descriptor for [addr, addr+bytes)
+// in `ctx`; the mapping must be the identity, else it is freed and refused
+// (REG-IDENTITY). On success the driver holds one more registration.
+xmc_status driver_register(xmc_instance *inst, const char *call, ze_context_handle_t ctx, int32_t device,
+                           void *addr, size_t bytes, ze_result_t *native);
+
+// stream.cpp
+xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out);
+xmc_status stream_destroy(xmc_instance *inst, xmc_stream *s);
+xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *s);
+xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out);
+xmc_status event_destroy(xmc_instance *inst, xmc_event *e);
+xmc_status event_record(xmc_instance *inst, xmc_event *e, xmc_stream *s);
+xmc_status event_synchronize(xmc_instance *inst, xmc_event *e);
+xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *e);
+xmc_status host_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user);
+xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out);
+xmc_status dev_free(xmc_instance *inst, void *ptr);
+// The stream behind a handle of this instance; null if none.
+std::shared_ptr<Stream> find_stream(xmc_instance *inst, xmc_stream *handle);
+
+// copy.cpp
+xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
+
+} // namespace xmc::ze
