@@ -1,0 +1,41 @@
+// Bug: a release is enqueued on the backend's own idle stream instead of the
+// caller's, so it takes effect at once, before the work the caller enqueued
+// ahead of it.
+#include "broken.hpp"
+
+#include <map>
+#include <mutex>
+
+namespace xmc::broken {
+namespace {
+std::mutex mu;
+std::map<xmc_instance *, xmc_stream *> own;
+xmc_stream *own_stream(xmc_instance *inst) {
+    std::lock_guard<std::mutex> lock(mu);
+    xmc_stream *&s = own[inst];
+    if (!s) host()->stream_create(inst, 0, &s);
+    return s;
+}
+} // namespace
+
+static xmc_status release(xmc_instance *inst, xmc_slot *slot, xmc_stream *, xmc_request **out) {
+    return host()->slot_release(inst, slot, own_stream(inst), out);
+}
+static xmc_status release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *,
+                                xmc_request **out) {
+    return host()->slot_release_batch(inst, slots, n, own_stream(inst), out);
+}
+static xmc_status close(xmc_instance *inst) {
+    {
+        std::lock_guard<std::mutex> lock(mu);
+        own.erase(inst);  // the instance's streams go with it
+    }
+    return host()->close(inst);
+}
+void plant(xmc_backend &t) {
+    t.slot_release = release;
+    t.slot_release_batch = release_batch;
+    t.close = close;
+}
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_vmm_release_ignores_stream")

@@ -1,0 +1,115 @@
+// The slot oracle (SPEC 5, VMM-*): a pure state machine that says, for any
+// operation in any state, the expected status and the next state. It never
+// touches memory or a driver. Slots and requests are named by creation order.
+//
+// A slot moves through
+//   Mapped -> ReleasePending -> Released -> RemapPending -> Mapped (adopted)
+// and may be closed from any state. The caller cannot see when a worker runs,
+// so a state is what the caller's own calls make it: ReleasePending lasts
+// until the release is waited for (a release and a remap answer the same in
+// ReleasePending and Released), RemapPending until the remap is adopted or its
+// request destroyed (the mapping belongs to the request until then: VMM-ADOPT).
+// Outcomes never depend on the number of workers (VMM-SERIAL: serial mode is
+// the same machine).
+//
+// Contents are tags: the test owns the bytes behind each tag (random data), the
+// model says which tag a slot must hold, or kNoTag when nothing is promised.
+#pragma once
+#include <xmc/backend.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace xmc::model {
+
+enum class SlotState { Mapped, ReleasePending, Released, RemapPending, Closed };
+enum class RequestKind { Release, Remap };
+
+// What a remap source is, relative to the slot (VMM-REMAP-COPY); only Valid is
+// accepted: pinned, at a pinned block's base, block and length >= slot size.
+enum class Source {
+    Valid,
+    Null,          // NULL pointer                       -> invalid argument
+    Short,         // src_bytes < slot size              -> invalid argument
+    NotPinned,     // memory no pinned block holds       -> not a pinned base
+    NotBase,       // inside a pinned block, not its base -> not a pinned base
+    BlockTooSmall  // pinned base, block < src_bytes      -> not a pinned base
+};
+
+constexpr int kNoTag = -1;
+
+struct ModelSlot {
+    SlotState state = SlotState::Mapped;
+    int request = -1;            // the release or remap pending on it
+    int mapped_by = -1;          // remap request whose mapping it holds (-1: create's own)
+    int content = kNoTag;        // tag it holds when no copy is in flight
+    int incoming = kNoTag;       // tag a copy in flight will leave
+    int before = kNoTag;         // tag it held when its last release was asked (kept if that fails)
+    bool copy_in_flight = false; // a copy was started and not yet waited for
+};
+
+struct ModelRequest {
+    RequestKind kind = RequestKind::Release;
+    bool defer = false;
+    std::vector<int> slots;
+    std::vector<int> tags;       // remap: the tag of each slot's source
+    std::vector<bool> launched;  // remap: copy started (all at once unless deferred)
+    bool worker_done = false;    // known finished: waited, adopted, launched or destroyed
+    bool adopted = false;
+    bool destroyed = false;
+    bool failed = false;         // an asynchronous driver failure (VMM-ASYNC-ERROR)
+};
+
+class SlotModel {
+public:
+    // VMM-CREATE: bytes > 0 on device 0 (the tests use device 0).
+    xmc_status create(size_t bytes);
+    // VMM-RELEASE-ORDER / VMM-STATE / VMM-BATCH: one slot or a batch.
+    xmc_status release(const std::vector<int> &slots);
+    // VMM-REMAP-COPY / VMM-STATE / VMM-BATCH / VMM-DEFERRED.
+    xmc_status remap(const std::vector<int> &slots, const std::vector<Source> &sources,
+                     const std::vector<int> &tags, uint32_t flags);
+    // VMM-DEFERRED: once per slot, into the mapping the request made.
+    xmc_status launch(int request, uint32_t index);
+    // Waits for the worker and every copy started so far.
+    xmc_status wait(int request);
+    // VMM-ADOPT: the mapping passes to the slot.
+    xmc_status adopt(int request);
+    // A mapping never adopted is rolled back; an adopted one stays (VMM-ADOPT).
+    xmc_status destroy(int request);
+    // VMM-EVENT-WAIT: a stream waits for the request's copies.
+    xmc_status stream_wait(int request) const;
+    // VMM-CLOSE: waits for the slot's work, then frees it.
+    xmc_status close(int slot);
+
+    // VMM-ASYNC-ERROR: the worker's driver call for slot `index` of `request`
+    // failed. A failed release leaves that slot mapped (its contents intact)
+    // and releases the others; a failed remap rolls back all its mappings; a
+    // remap waiting on a failed release fails too and finds the slot mapped.
+    void fail(int request, uint32_t index);
+
+    // The test may read or write a slot's bytes: mapped, nothing in flight.
+    bool accessible(int slot) const;
+    void write(int slot, int tag);
+    // Physical memory a slot holds once pending work settles (for free-memory checks).
+    bool holds_memory(int slot) const;
+    // The tag a reader ordered after the request's copies sees in slot `index`
+    // (VMM-EVENT-WAIT), or kNoTag when nothing is promised.
+    int after_copies(int request, uint32_t index) const;
+
+    const std::vector<ModelSlot> &slots() const { return slots_; }
+    const std::vector<ModelRequest> &requests() const { return requests_; }
+    bool live_slot(int s) const;
+    bool live_request(int r) const;
+
+private:
+    // Holds `request`'s mapping: remapped by it and not released since.
+    bool holds_mapping_of(int slot, int request) const;
+    void settle_copies(int request);
+    void roll_back_remap(int request, int keep_mapped_slot);
+    std::vector<ModelSlot> slots_;
+    std::vector<ModelRequest> requests_;
+};
+
+} // namespace xmc::model
