@@ -1,0 +1,167 @@
+// Broken CUDA backends for the self-test (SPEC 6): each is the reference CUDA
+// backend with one real bug planted, run over the fake CUDA driver, so the
+// suite must fail it on exactly the requirements that bug breaks.
+// `XMC_BROKEN_CUDA_BACKEND(name)` defines the entry symbol; the file defines
+// `void plant(xmc_backend &t)`, which overrides the entries that carry the bug.
+//
+// reference/cuda/register.cpp keeps its registrations private, so a bug that
+// sits inside registration gets the reference's registration path again here,
+// step by step as there (own_registrations() installs it), with the two places
+// the seeds' bugs sit made parameters: the device whose context a range is
+// registered in, and what unregister does with the driver's answer.
+#pragma once
+#include "cuda.hpp"
+
+#include <cstring>
+
+namespace xmc::broken_cuda {
+
+void plant(xmc_backend &t);
+
+// The correct table, for the entries a bug wraps.
+inline const xmc_backend *reference() {
+    static const xmc_backend t = [] { xmc_backend r{}; xmc::cuda::fill_table(r); return r; }();
+    return &t;
+}
+
+// ---- registration, as reference/cuda/register.cpp does it ----------------
+
+struct Registration {
+    size_t size = 0;
+    int32_t device = 0;       // the device asked for (what reg_query reports)
+    CUcontext ctx = nullptr;  // where it was made, and where it is released
+};
+
+struct Registry {
+    std::mutex mu;
+    std::map<uintptr_t, Registration> ranges;  // by base
+
+    std::map<uintptr_t, Registration>::iterator containing(uintptr_t addr) {
+        auto it = ranges.upper_bound(addr);
+        if (it == ranges.begin()) return ranges.end();
+        --it;
+        return addr - it->first < it->second.size ? it : ranges.end();
+    }
+    bool overlaps(uintptr_t addr, size_t bytes) {
+        auto it = ranges.lower_bound(addr + bytes);
+        if (it == ranges.begin()) return false;
+        --it;
+        return it->first + it->second.size > addr;
+    }
+};
+
+inline Registry &registry() {
+    static Registry r;
+    return r;
+}
+
+// reg_register of the reference, except that the range is registered with the
+// driver device `pick(device)` (the reference: `device` itself).
+template <class Pick>
+xmc_status register_with(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                         xmc_reg_info *out, Pick pick) {
+    using namespace xmc::cuda;
+    const size_t page = be::PinRegistry::page_size();
+    const auto a = reinterpret_cast<uintptr_t>(addr);
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: result pointer is NULL");
+    if (!addr) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: address is NULL");
+    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: size is 0");
+    if (flags != 0)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: unknown flags 0x%x", flags);
+    Driver &d = Driver::get();
+    if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
+    if (xmc_status st = check_device(inst, device, "reg_register"); st != XMC_OK) return st;
+    if (a % page != 0 || bytes % page != 0)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: [%p, +%zu) is not page-aligned",
+                        addr, bytes);
+    if (a > UINTPTR_MAX - bytes)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: [%p, +%zu) wraps", addr, bytes);
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    if (r.overlaps(a, bytes))
+        return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "reg_register",
+                        "reg_register: [%p, +%zu) overlaps a registered range", addr, bytes);
+    CUcontext ctx = nullptr;
+    CUresult native = CUDA_SUCCESS;
+    if (xmc_status st = driver_register(inst, "reg_register", addr, bytes, pick(device), &ctx, &native); st != XMC_OK)
+        return st;
+    r.ranges[a] = Registration{bytes, device, ctx};
+    *out = xmc_reg_info{1, addr, bytes, device};
+    return XMC_OK;
+}
+
+// reg_unregister of the reference, except that `report(res)` decides what a
+// driver release answering `res` means: true keeps the registration and
+// reports the failure (the reference), false drops it and answers success.
+template <class Report>
+xmc_status unregister_with(xmc_instance *inst, void *base, Report report) {
+    using namespace xmc::cuda;
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.ranges.find(reinterpret_cast<uintptr_t>(base));
+    if (it == r.ranges.end())
+        return be::fail(inst, XMC_ERR_NOT_REGISTERED, 0, "reg_unregister", "reg_unregister: %p is not a registered base",
+                        base);
+    Driver &d = Driver::get();
+    CUresult res = CUDA_SUCCESS;
+    {
+        CtxScope scope(d, it->second.ctx);
+        res = scope.result();
+        if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+    }
+    if (res != CUDA_SUCCESS && report(res))
+        return be::fail(inst, XMC_ERR_DRIVER, res, "reg_unregister",
+                        "reg_unregister: cuMemHostUnregister(%p) failed with %s (%d); still registered", base,
+                        d.result_name(res), static_cast<int>(res));
+    r.ranges.erase(it);
+    {
+        std::lock_guard<std::mutex> dl(d.mu);
+        --d.registrations;
+    }
+    d.release_if_idle();
+    return XMC_OK;
+}
+
+inline xmc_status own_reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
+                               xmc_reg_info *out) {
+    return register_with(inst, addr, bytes, device, flags, out, [](int32_t d) { return d; });
+}
+
+inline xmc_status own_reg_unregister(xmc_instance *inst, void *base) {
+    return unregister_with(inst, base, [](CUresult) { return true; });
+}
+
+inline xmc_status own_reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_query", "reg_query: result pointer is NULL");
+    *out = xmc_reg_info{};
+    out->device = XMC_NO_DEVICE;
+    Registry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.containing(reinterpret_cast<uintptr_t>(addr));
+    if (it != r.ranges.end())
+        *out = xmc_reg_info{1, reinterpret_cast<void *>(it->first), it->second.size, it->second.device};
+    return XMC_OK;
+}
+
+// The three registration entries from here instead of the reference's (a
+// bug then replaces one of them).
+inline void own_registrations(xmc_backend &t) {
+    t.reg_register = own_reg_register;
+    t.reg_unregister = own_reg_unregister;
+    t.reg_query = own_reg_query;
+}
+
+} // namespace xmc::broken_cuda
+
+#define XMC_BROKEN_CUDA_BACKEND(NAME)                                                           \
+    extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t v) {                   \
+        if (v != XMC_ABI_VERSION) return nullptr;                                               \
+        static const xmc_backend table = [] {                                                   \
+            xmc_backend t{};                                                                    \
+            xmc::cuda::fill_table(t);                                                           \
+            t.name = NAME;                                                                      \
+            xmc::broken_cuda::plant(t);                                                         \
+            return t;                                                                           \
+        }();                                                                                    \
+        return &table;                                                                          \
+    }

@@ -1,0 +1,17 @@
+// Bug (seeds/000, first review, on CUDA): unregister ignores a failed
+// cuMemHostUnregister, drops the registration and reports success, so the
+// caller frees pages the driver still maps.
+#include "cuda_broken.hpp"
+
+namespace xmc::broken_cuda {
+
+static xmc_status reg_unregister(xmc_instance *inst, void *base) {
+    return unregister_with(inst, base, [](CUresult) { return false; });  // the bug: never reported
+}
+
+void plant(xmc_backend &t) {
+    own_registrations(t);
+    t.reg_unregister = reg_unregister;
+}
+} // namespace xmc::broken_cuda
+XMC_BROKEN_CUDA_BACKEND("broken_cuda_unreg_success_over_failure")
