@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs one hardware tier's conformance on the real CUDA driver:
+#   run_tier.sh <tier> <min GPUs> <xmc> <out dir> [qualify args...]
+# On a machine without enough GPUs it exits 77 (ctest: skipped) and says why.
+# A tier that should run but passes no requirement fails (SPEC 6).
+set -uo pipefail
+tier=$1 need=$2 xmc=$3 out=$4; shift 4
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${gpus:-0}" -lt "$need" ]; then
+  echo "$tier: skipped: needs $need GPU(s), this machine has ${gpus:-0} (nvidia-smi)"
+  exit 77
+fi
+unset XMC_CUDA_DRIVER  # the real libcuda.so.1
+"$xmc" qualify --backend cuda --out "$out" "$@"
+rc=$?
+passed=$(sed -n 's/.*passed:\([0-9]*\).*/\1/p' "$out/summary.txt" 2>/dev/null)
+if [ "${passed:-0}" -eq 0 ]; then
+  echo "$tier: FAILED: the tier should run on this machine but passed no requirement"
+  exit 1
+fi
+exit $rc
