@@ -2,16 +2,23 @@
 //   xmc list-backends
 //   xmc list-requirements [--check]
 //   xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]
-//               [--timeout SECONDS] [--expect-fail ID,ID]
+//               [--timeout SECONDS] [--expect-fail ID,ID] [--bench [--bench-sizes 1M,16M]]
+//   xmc verify DIR [--qualified]                 (checks a qualification package)
+//   xmc bench --backend NAME|PATH [--kind cuda|host] [--sizes 1M,16M] [--min-ratio R] [--json FILE]
+//   xmc mustpass [--check]                       (the must-pass lists of this suite version)
 //   xmc run --backend NAME|PATH [gtest flags]     (the test bodies, in process)
+#include "bench.hpp"
 #include "catalogue.hpp"
 #include "fixture.hpp"
 #include "loader.hpp"
+#include "package.hpp"
 #include "qualify.hpp"
+#include "verify.hpp"
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -27,9 +34,41 @@ int usage() {
                  "  xmc list-backends\n"
                  "  xmc list-requirements [--check]\n"
                  "  xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]\n"
-                 "              [--timeout SECONDS] [--expect-fail ID[,ID...]]\n"
+                 "              [--timeout SECONDS] [--expect-fail ID[,ID...]] [--bench [--bench-sizes 1M,16M,...]]\n"
+                 "  xmc verify DIR [--qualified]\n"
+                 "  xmc bench --backend NAME|PATH [--kind cuda|host] [--sizes 1M,16M,...] [--min-ratio R]\n"
+                 "            [--json FILE] [--timeout SECONDS]\n"
+                 "  xmc mustpass [--check]\n"
                  "  xmc run --backend NAME|PATH [--xmc-results FILE] [gtest flags]\n";
     return 2;
+}
+
+// A number option's value, or a clear error (exit 2) for anything else.
+bool parse_number(const std::string &flag, const std::string &text, double lo, double *out) {
+    char *end = nullptr;
+    const double v = std::strtod(text.c_str(), &end);
+    if (text.empty() || *end != 0 || !(v >= lo)) {
+        std::fprintf(stderr, "xmc: %s takes a number >= %g, not '%s'\n", flag.c_str(), lo, text.c_str());
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+// `xmc mustpass`: prints each checked-in list; --check validates them against
+// the catalogue (every ID exists, has the list's capability, runs in `pr`, and
+// every `pr` requirement is listed).
+int mustpass_command(bool check) {
+    for (const auto &l : mustpass_lists()) {
+        std::printf("%s/%s.txt:", suite_version(), l.name.c_str());
+        for (const auto &id : l.ids) std::printf(" %s", id.c_str());
+        std::printf("\n");
+    }
+    if (!check) return 0;
+    const auto problems = check_mustpass_lists();
+    for (const auto &pr : problems) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
+    std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s\n", problems.size(), suite_version());
+    return problems.empty() ? 0 : 1;
 }
 
 int list_backends() {
@@ -174,10 +213,53 @@ int main(int argc, char **argv) {
         o.waivers = take_flag(argc, argv, "--waivers");
         o.expect_fail = take_flag(argc, argv, "--expect-fail");
         const std::string t = take_flag(argc, argv, "--timeout");
-        if (!t.empty()) o.timeout_s = std::stoi(t);
+        double timeout = o.timeout_s;
+        if (!t.empty() && !parse_number("--timeout", t, 1, &timeout)) return 2;
+        o.timeout_s = static_cast<int>(timeout);
+        const std::string sizes = take_flag(argc, argv, "--bench-sizes");
+        o.bench = take_switch(argc, argv, "--bench");
+        std::string err;
+        if (!sizes.empty() && !parse_sizes(sizes, &o.bench_sizes, &err)) {
+            std::fprintf(stderr, "xmc qualify: --bench-sizes: %s\n", err.c_str());
+            return 2;
+        }
         if (o.backend.empty() || o.out_dir.empty() || argc > 1) return usage();
         ::testing::InitGoogleTest(&argc, argv);  // registers the tests so they can be listed
         return qualify(o);
+    }
+    if (cmd == "verify") {
+        const bool qualified = take_switch(argc, argv, "--qualified");
+        if (argc != 2 || argv[1][0] == '-') return usage();
+        return verify(argv[1], qualified);
+    }
+    if (cmd == "mustpass") {
+        const bool check = take_switch(argc, argv, "--check");
+        if (argc > 1) return usage();
+        return mustpass_command(check);
+    }
+    if (cmd == "bench") {
+        BenchOptions o;
+        o.backend = backend;
+        o.kind = take_flag(argc, argv, "--kind");
+        const std::string json_out = take_flag(argc, argv, "--json");
+        const std::string sizes = take_flag(argc, argv, "--sizes");
+        const std::string floor = take_flag(argc, argv, "--min-ratio");
+        const std::string t = take_flag(argc, argv, "--timeout");
+        std::string err;
+        double timeout = o.timeout_s;
+        if (!sizes.empty() && !parse_sizes(sizes, &o.sizes, &err)) {
+            std::fprintf(stderr, "xmc bench: --sizes: %s\n", err.c_str());
+            return 2;
+        }
+        if (!floor.empty() && !parse_number("--min-ratio", floor, 0, &o.min_ratio)) return 2;
+        if (!t.empty() && !parse_number("--timeout", t, 1, &timeout)) return 2;
+        o.timeout_s = static_cast<int>(timeout);
+        if (!o.kind.empty() && o.kind != "cuda" && o.kind != "host") {
+            std::fprintf(stderr, "xmc bench: --kind is cuda or host, not '%s'\n", o.kind.c_str());
+            return 2;
+        }
+        if (o.backend.empty() || argc > 1) return usage();
+        return bench_command(o, json_out);
     }
     return usage();
 }

@@ -1,7 +1,10 @@
 #include "qualify.hpp"
 
+#include "bench.hpp"
 #include "catalogue.hpp"
 #include "loader.hpp"
+#include "package.hpp"
+#include "report.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -16,6 +19,7 @@
 #include <chrono>
 #include <filesystem>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -25,8 +29,6 @@
 
 namespace xmc::conformance {
 namespace {
-
-using json = nlohmann::json;
 
 struct TestOutcome {
     std::string name;
@@ -41,21 +43,10 @@ struct Verdict {
     std::string reason;
     std::vector<TestOutcome> tests;
     double seconds = 0;
+    bool mustpass = false;
+    std::string reproduce;      // the command that reruns the failed tests
+    const Waiver *waiver = nullptr;  // the waiver that applied, if any
 };
-
-std::string xml_escape(const std::string &s) {
-    std::string o;
-    for (char c : s) {
-        switch (c) {
-        case '<': o += "&lt;"; break;
-        case '>': o += "&gt;"; break;
-        case '&': o += "&amp;"; break;
-        case '"': o += "&quot;"; break;
-        default: o += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
-        }
-    }
-    return o;
-}
 
 // Full names ("Suite.Test") of the registered tests that belong to `r`.
 std::vector<std::string> tests_of(const Requirement &r) {
@@ -72,11 +63,12 @@ std::vector<std::string> tests_of(const Requirement &r) {
     return names;
 }
 
-// Runs `tests` in a child `xmc run`; each line of its results file is one
-// event. Tests that never ended are reported crashed or timed out.
-std::vector<TestOutcome> run_child(const QualifyOptions &o, const std::vector<std::string> &tests,
-                                   const std::string &log_path, const std::string &results_path,
-                                   std::string *child_note) {
+// Runs `tests` in one child `xmc run` with a time limit; each line of its
+// results file is one event. Returns the finished tests, and in *running the
+// test that was running when the child died or timed out ("" if none).
+std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::vector<std::string> &tests,
+                                            const std::string &log_path, const std::string &results_path,
+                                            std::string *running, std::string *child_note, bool *timed_out) {
     std::string filter;
     for (const auto &t : tests) filter += (filter.empty() ? "" : ":") + t;
     std::vector<std::string> args = {"xmc", "run", "--backend", o.backend, "--xmc-results", results_path,
@@ -84,7 +76,7 @@ std::vector<TestOutcome> run_child(const QualifyOptions &o, const std::vector<st
     std::remove(results_path.c_str());
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
         setpgid(0, 0);  // its own group: a timeout kills the backend's helpers too
         std::vector<char *> argv;
@@ -95,70 +87,135 @@ std::vector<TestOutcome> run_child(const QualifyOptions &o, const std::vector<st
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
     int status = 0;
-    bool timed_out = false;
+    *timed_out = false;
     while (waitpid(pid, &status, WNOHANG) == 0) {
         if (std::chrono::steady_clock::now() > deadline) {
             kill(-pid, SIGKILL);
             kill(pid, SIGKILL);
             waitpid(pid, &status, 0);
-            timed_out = true;
+            *timed_out = true;
             break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
-    if (timed_out) *child_note = "timed out after " + std::to_string(o.timeout_s) + " s";
+    child_note->clear();
+    if (*timed_out) *child_note = "timed out after " + std::to_string(o.timeout_s) + " s";
     else if (WIFSIGNALED(status)) *child_note = std::string("died by signal ") + strsignal(WTERMSIG(status));
 
     std::map<std::string, TestOutcome> done;
-    std::string running;
+    running->clear();
     std::ifstream in(results_path);
     for (std::string line; std::getline(in, line);) {
         json ev = json::parse(line, nullptr, false);
         if (ev.is_discarded()) continue;
-        if (ev["event"] == "start") running = ev["name"];
+        if (ev["event"] == "start") *running = ev["name"];
         else {
             TestOutcome t{ev["name"], ev["status"], ev["message"], ev["ms"].get<double>()};
             done[t.name] = t;
-            running.clear();
+            running->clear();
         }
+    }
+    return done;
+}
+
+// Runs a requirement's tests; a test that crashes or hangs is reported so and
+// the rest run on in a fresh child, so one bad entry point costs one test.
+std::vector<TestOutcome> run_tests(const QualifyOptions &o, const std::vector<std::string> &tests,
+                                   const std::string &log_path, const std::string &results_path,
+                                   std::string *notes) {
+    std::remove(log_path.c_str());
+    std::map<std::string, TestOutcome> all;
+    std::vector<std::string> left = tests;
+    while (!left.empty()) {
+        std::string running, note;
+        bool timed_out = false;
+        auto done = run_once(o, left, log_path, results_path, &running, &note, &timed_out);
+        for (auto &[name, t] : done) all[name] = t;
+        if (!note.empty()) *notes += (notes->empty() ? "" : "; ") + note;
+        if (!running.empty()) {
+            all[running] = TestOutcome{running, timed_out ? "timeout" : "crashed",
+                                       "the test process " + (note.empty() ? std::string("exited") : note) +
+                                           " while this test ran (log: " + log_path + ")", 0};
+        }
+        std::vector<std::string> rest;
+        for (const auto &t : left)
+            if (!all.count(t)) rest.push_back(t);
+        if (running.empty() && !rest.empty()) {
+            // The child ended between tests without running the rest: no
+            // progress can be made, so they fail as not run.
+            for (const auto &t : rest)
+                all[t] = TestOutcome{t, "failed", "not run: the test process ended before it (" +
+                                                      (note.empty() ? std::string("exit") : note) + ")", 0};
+            rest.clear();
+        }
+        left = rest;
     }
     std::vector<TestOutcome> out;
-    for (const auto &name : tests) {
-        if (done.count(name)) { out.push_back(done[name]); continue; }
-        TestOutcome t{name, "", "", 0};
-        if (name == running) {
-            t.status = timed_out ? "timeout" : "crashed";
-            t.message = "the test " + (child_note->empty() ? std::string("process exited") : *child_note) +
-                        " while this test ran (log: " + log_path + ")";
-        } else {
-            t.status = "failed";
-            t.message = "not run: the process ended before it (" +
-                        (child_note->empty() ? std::string("exit") : *child_note) + ")";
-        }
-        out.push_back(t);
-    }
+    for (const auto &t : tests) out.push_back(all[t]);
     return out;
 }
 
-struct Waiver {
-    std::string id, backend, reason;
-};
-
-std::vector<Waiver> read_waivers(const std::string &path, std::string *error) {
-    std::vector<Waiver> v;
-    if (path.empty()) return v;
-    std::ifstream in(path);
-    if (!in) { *error = "cannot read waiver file " + path; return v; }
-    for (std::string line; std::getline(in, line);) {
-        if (line.empty() || line[0] == '#') continue;
-        std::istringstream f(line);
-        Waiver w;
-        std::getline(f, w.id, '\t');
-        std::getline(f, w.backend, '\t');
-        std::getline(f, w.reason, '\t');
-        v.push_back(w);
+// The package's files besides the report (SPEC 9; docs/qualify.md).
+bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::vector<Verdict> &verdicts,
+                   std::map<std::string, int> &count, const std::string &summary, const MustPass &mustpass,
+                   const std::string &waivers_text, const json &environment, const json *bench, std::string *err) {
+    json j;
+    j["format"] = kPackageFormat;
+    j["suite"] = {{"version", suite_version()}, {"git_revision", git_revision()}};
+    j["backend"] = {{"name", b.api->name}, {"version", b.api->version}, {"path", b.path},
+                    {"capabilities", caps_to_string(b.api->capabilities)}};
+    j["filter"] = o.filter;
+    j["timeout_s"] = o.timeout_s;
+    j["waivers_source"] = o.waivers;
+    j["mustpass"] = {{"suite", mustpass.suite}, {"lists", mustpass.lists}};
+    j["bench"] = bench != nullptr;
+    j["summary"] = {{"tests", verdicts.size()}, {"passed", count["passed"]}, {"failed", count["failed"]},
+                    {"unsupported", count["unsupported"]}, {"waived", count["waived"]}};
+    j["requirements"] = json::array();
+    std::ostringstream xml;
+    xml << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"xmc\" tests=\"" << verdicts.size()
+        << "\" failures=\"" << count["failed"] << "\">\n";
+    for (const auto &v : verdicts) {
+        json r = {{"id", v.req->id}, {"capability", v.req->capability}, {"verdict", v.verdict},
+                  {"reason", v.reason}, {"seconds", v.seconds}, {"mustpass", v.mustpass},
+                  {"reproduce", v.reproduce}, {"tests", json::array()}};
+        if (v.waiver)
+            r["waiver"] = {{"reason", v.waiver->reason}, {"link", v.waiver->link}, {"device", v.waiver->device},
+                           {"line", v.waiver->line}};
+        xml << "  <testsuite name=\"" << v.req->id << "\" tests=\"" << std::max<size_t>(1, v.tests.size()) << "\">\n";
+        if (v.tests.empty()) {
+            xml << "    <testcase classname=\"" << v.req->id << "\" name=\"" << v.req->id << "\">";
+            if (v.verdict == "failed") xml << "<failure message=\"" << xml_escape(v.reason) << "\"/>";
+            else if (v.verdict != "passed") xml << "<skipped message=\"" << xml_escape(v.reason) << "\"/>";
+            xml << "</testcase>\n";
+        }
+        for (const auto &t : v.tests) {
+            r["tests"].push_back({{"name", t.name}, {"status", t.status}, {"ms", t.ms}, {"message", t.message}});
+            xml << "    <testcase classname=\"" << v.req->id << "\" name=\"" << xml_escape(t.name) << "\" time=\""
+                << t.ms / 1000.0 << "\">";
+            if (t.status == "skipped") xml << "<skipped message=\"" << xml_escape(t.message) << "\"/>";
+            else if (t.status != "passed")
+                xml << "<failure message=\"" << t.status << "\">" << xml_escape(t.message) << "</failure>";
+            xml << "</testcase>\n";
+        }
+        xml << "  </testsuite>\n";
+        j["requirements"].push_back(r);
     }
-    return v;
+    xml << "</testsuites>\n";
+
+    json caps = {{"backend", b.api->name}, {"version", b.api->version}, {"path", b.path},
+                 {"abi_version", b.api->abi_version}, {"mask", b.api->capabilities}, {"capabilities", json::array()}};
+    for (int i = 0; i < XMC_CAP_COUNT_; ++i)
+        if (b.api->capabilities & (1ull << i)) caps["capabilities"].push_back(xmc_cap_string(1ull << i));
+
+    const std::string &d = o.out_dir;
+    return write_text(d + "/results.json", j.dump(2) + "\n", err) && write_text(d + "/junit.xml", xml.str(), err) &&
+           write_text(d + "/summary.txt", summary + "\n", err) &&
+           write_text(d + "/mustpass.txt", mustpass_text(mustpass), err) &&
+           write_text(d + "/waivers.tsv", waivers_text, err) &&
+           write_text(d + "/capabilities.json", caps.dump(2) + "\n", err) &&
+           write_text(d + "/environment.json", environment.dump(2) + "\n", err) &&
+           (!bench || write_text(d + "/bench.json", bench->dump(2) + "\n", err));
 }
 
 } // namespace
@@ -170,8 +227,25 @@ int qualify(const QualifyOptions &o) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }
-    const std::vector<Waiver> waivers = read_waivers(o.waivers, &err);
-    if (!err.empty()) { std::fprintf(stderr, "xmc qualify: %s\n", err.c_str()); return 2; }
+    // The waiver file (copied into the package as waivers.tsv).
+    std::vector<Waiver> waivers;
+    std::string waivers_text = "# xmc waivers: ID<TAB>backend<TAB>device<TAB>reason<TAB>link (none given)\n";
+    if (!o.waivers.empty()) {
+        if (!read_text(o.waivers, &waivers_text)) {
+            std::fprintf(stderr, "xmc qualify: cannot read waiver file %s\n", o.waivers.c_str());
+            return 2;
+        }
+        if (!parse_waivers(waivers_text, o.waivers, &waivers, &err)) {
+            std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
+            return 2;
+        }
+    }
+    // The must-pass list: `model` and one per declared capability.
+    MustPass mustpass;
+    if (!mustpass_for(b->api->capabilities, &mustpass, &err)) {
+        std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
+        return 2;
+    }
     const std::string logs = o.out_dir + "/logs";
     std::error_code ec;
     std::filesystem::create_directories(logs, ec);
@@ -179,8 +253,37 @@ int qualify(const QualifyOptions &o) {
         std::fprintf(stderr, "xmc qualify: cannot create %s: %s\n", logs.c_str(), ec.message().c_str());
         return 2;
     }
+    // Files of an earlier run in the same folder that this run may not rewrite.
+    std::filesystem::remove(o.out_dir + "/bench.json", ec);
+    std::filesystem::remove_all(o.out_dir + "/plots", ec);
     std::printf("xmc qualify: backend %s %s (%s), capabilities: %s\n", b->api->name, b->api->version,
                 b->path.c_str(), caps_to_string(b->api->capabilities).c_str());
+
+    // The environment statement; the devices it names select device waivers.
+    const json environment = collect_environment(*b, std::min(o.timeout_s, 60));
+    const std::vector<DeviceFacts> devices = devices_of(environment);
+    {
+        std::string names;
+        for (const auto &dv : devices) names += (names.empty() ? "" : ", ") + dv.name + " (" + dv.uuid + ")";
+        std::printf("xmc qualify: %zu device(s)%s%s; must-pass lists %s/", devices.size(), names.empty() ? "" : ": ",
+                    names.c_str(), mustpass.suite.c_str());
+        for (size_t i = 0; i < mustpass.lists.size(); ++i) std::printf("%s%s", i ? "," : "", mustpass.lists[i].c_str());
+        std::printf(" (%zu requirements)\n", mustpass.ids.size());
+    }
+    // A waiver may only name a requirement that must pass for this backend.
+    for (const auto &w : waivers) {
+        if (!waiver_applies(w, b->api->name, devices) || mustpass.contains(w.id)) continue;
+        std::string lists;
+        for (const auto &l : mustpass.lists) lists += (lists.empty() ? "" : ", ") + l;
+        std::fprintf(stderr, "xmc qualify: %s:%d: waiver for %s, which is not in the must-pass list of backend %s "
+                             "(lists %s): only a must-pass requirement can be waived\n",
+                     o.waivers.c_str(), w.line, w.id.c_str(), b->api->name, lists.c_str());
+        return 2;
+    }
+
+    // The variables that chose the driver, so that a reproducer runs on the same one.
+    std::string driver_env;
+    for (const auto &[k, val] : driver_variables()) driver_env += k + "=" + val + " ";
 
     std::vector<Verdict> verdicts;
     std::vector<const Requirement *> selected;
@@ -194,6 +297,7 @@ int qualify(const QualifyOptions &o) {
     for (const Requirement *r : selected) {
         Verdict v;
         v.req = r;
+        v.mustpass = mustpass.contains(r->id);
         const auto t0 = std::chrono::steady_clock::now();
         const xmc_caps bit = capability_bit(r->capability);
         const std::vector<std::string> tests = tests_of(*r);
@@ -208,7 +312,7 @@ int qualify(const QualifyOptions &o) {
             v.reason = "no test is registered for this requirement, whose capability the backend declares";
         } else {
             std::string note;
-            v.tests = run_child(o, tests, logs + "/" + r->id + ".log", logs + "/" + r->id + ".jsonl", &note);
+            v.tests = run_tests(o, tests, logs + "/" + r->id + ".log", logs + "/" + r->id + ".jsonl", &note);
             int failed = 0, passed = 0, unsupported = 0;
             for (auto &t : v.tests) {
                 if (t.status == "passed") ++passed;
@@ -234,10 +338,16 @@ int qualify(const QualifyOptions &o) {
             }
         }
         for (const auto &w : waivers) {
-            if (w.id != r->id || (w.backend != "*" && w.backend != b->api->name)) continue;
+            if (w.id != r->id || !waiver_applies(w, b->api->name, devices)) continue;
+            v.waiver = &w;
             if (v.verdict == "failed") { v.verdict = "waived"; v.reason = "waived: " + w.reason + " (" + v.reason + ")"; }
             else if (v.verdict == "passed") { v.verdict = "failed"; v.reason = "unexpected pass of a waived requirement"; }
         }
+        // The command that reruns exactly the tests that did not pass.
+        std::string filter;
+        for (const auto &t : v.tests)
+            if (t.status != "passed" && t.status != "skipped") filter += (filter.empty() ? "" : ":") + t.name;
+        if (!filter.empty()) v.reproduce = driver_env + "xmc run --backend " + o.backend + " --gtest_filter='" + filter + "'";
         v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::printf("[%2zu/%zu] %-24s %-11s %s (%.2f s)\n", ++k, selected.size(), r->id.c_str(),
                     v.verdict.c_str(), v.reason.c_str(), v.seconds);
@@ -247,63 +357,51 @@ int qualify(const QualifyOptions &o) {
 
     std::map<std::string, int> count;
     for (const auto &v : verdicts) count[v.verdict]++;
-    char summary[256];
-    std::snprintf(summary, sizeof summary, "xmc: tests:%zu passed:%d failed:%d unsupported:%d waived:%d",
-                  verdicts.size(), count["passed"], count["failed"], count["unsupported"], count["waived"]);
-    std::printf("%s\n", summary);
+    const std::string summary = summary_line(static_cast<int>(verdicts.size()), count["passed"], count["failed"],
+                                             count["unsupported"], count["waived"]);
+    std::printf("%s\n", summary.c_str());
 
     // Each failure's reproducer.
     for (const auto &v : verdicts) {
         if (v.verdict != "failed") continue;
         std::printf("\nFAILED %s: %s\n", v.req->id.c_str(), v.reason.c_str());
-        std::string filter;
         for (const auto &t : v.tests) {
             if (t.status == "passed" || t.status == "skipped") continue;
-            filter += (filter.empty() ? "" : ":") + t.name;
             std::printf("  %s [%s]\n    %s\n", t.name.c_str(), t.status.c_str(),
                         t.message.substr(0, 2000).c_str());
         }
-        if (!filter.empty())
-            std::printf("  reproduce: xmc run --backend %s --gtest_filter='%s'\n", o.backend.c_str(), filter.c_str());
+        if (!v.reproduce.empty()) std::printf("  reproduce: %s\n", v.reproduce.c_str());
     }
 
-    // results.json, junit.xml, summary.txt.
-    json j;
-    j["backend"] = {{"name", b->api->name}, {"version", b->api->version}, {"path", b->path},
-                    {"capabilities", caps_to_string(b->api->capabilities)}};
-    j["summary"] = {{"tests", verdicts.size()}, {"passed", count["passed"]}, {"failed", count["failed"]},
-                    {"unsupported", count["unsupported"]}, {"waived", count["waived"]}};
-    j["requirements"] = json::array();
-    std::ostringstream xml;
-    xml << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"xmc\" tests=\"" << verdicts.size()
-        << "\" failures=\"" << count["failed"] << "\">\n";
-    for (const auto &v : verdicts) {
-        json r = {{"id", v.req->id}, {"capability", v.req->capability}, {"verdict", v.verdict},
-                  {"reason", v.reason}, {"seconds", v.seconds}, {"tests", json::array()}};
-        xml << "  <testsuite name=\"" << v.req->id << "\" tests=\"" << std::max<size_t>(1, v.tests.size()) << "\">\n";
-        if (v.tests.empty()) {
-            xml << "    <testcase classname=\"" << v.req->id << "\" name=\"" << v.req->id << "\">";
-            if (v.verdict == "failed") xml << "<failure message=\"" << xml_escape(v.reason) << "\"/>";
-            else if (v.verdict != "passed") xml << "<skipped message=\"" << xml_escape(v.reason) << "\"/>";
-            xml << "</testcase>\n";
+    // Benchmarks against the platform's peak, when asked for.
+    json bench;
+    bool bench_failed = false;
+    if (o.bench) {
+        std::printf("\nxmc qualify: benchmarks\n");
+        BenchOptions bo;
+        bo.backend = o.backend;
+        bo.sizes = o.bench_sizes;
+        bo.log_dir = logs;
+        bench = run_benchmarks(bo);
+        if (!bench["rows"].empty()) std::printf("\n%s", bench_table(bench).c_str());
+        if (bench.contains("skipped")) std::printf("xmc qualify: benchmarks skipped: %s\n", bench["skipped"].get<std::string>().c_str());
+        if (bench.contains("error")) {
+            std::printf("xmc qualify: benchmarks FAILED: %s\n", bench["error"].get<std::string>().c_str());
+            bench_failed = true;
         }
-        for (const auto &t : v.tests) {
-            r["tests"].push_back({{"name", t.name}, {"status", t.status}, {"ms", t.ms}, {"message", t.message}});
-            xml << "    <testcase classname=\"" << v.req->id << "\" name=\"" << xml_escape(t.name) << "\" time=\""
-                << t.ms / 1000.0 << "\">";
-            if (t.status == "skipped") xml << "<skipped message=\"" << xml_escape(t.message) << "\"/>";
-            else if (t.status != "passed")
-                xml << "<failure message=\"" << t.status << "\">" << xml_escape(t.message) << "</failure>";
-            xml << "</testcase>\n";
-        }
-        xml << "  </testsuite>\n";
-        j["requirements"].push_back(r);
     }
-    xml << "</testsuites>\n";
-    std::ofstream(o.out_dir + "/results.json") << j.dump(2) << "\n";
-    std::ofstream(o.out_dir + "/junit.xml") << xml.str();
-    std::ofstream(o.out_dir + "/summary.txt") << summary << "\n";
+
+    // The package: results.json, junit.xml, summary.txt, mustpass.txt,
+    // waivers.tsv, capabilities.json, environment.json, bench.json, report.
+    if (!write_package(o, *b, verdicts, count, summary, mustpass, waivers_text, environment, o.bench ? &bench : nullptr,
+                       &err) ||
+        !write_report(o.out_dir, &err)) {
+        std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
+        return 2;
+    }
     std::printf("xmc qualify: results in %s (results.json, junit.xml, summary.txt, logs/)\n", o.out_dir.c_str());
+    std::printf("xmc qualify: report in %s/report.html; check the package with: xmc verify %s\n", o.out_dir.c_str(),
+                o.out_dir.c_str());
 
     if (!o.expect_fail.empty()) {
         // Self-test: the suite must fail exactly the requirements the planted
@@ -323,7 +421,7 @@ int qualify(const QualifyOptions &o) {
             if (!want.count(id)) std::printf("xmc selftest: UNEXPECTED: %s failed, but the planted bug is not there\n", id.c_str());
         return 1;
     }
-    return count["failed"] ? 1 : 0;
+    return count["failed"] || bench_failed ? 1 : 0;
 }
 
 } // namespace xmc::conformance

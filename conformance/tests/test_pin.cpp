@@ -613,25 +613,7 @@ TEST_P(PinTest, PIN_REFS_ReleaseThroughRecordedBaseAfterPointerMoved) {
     EXPECT_EQ(stats().bytes_now, baseline_.bytes_now);
 }
 
-// ---- PIN-DEVICE ----------------------------------------------------------
-
-TEST_P(PinTest, PIN_DEVICE_RegistrationFailureIsNeverSilent) {
-    XMC_REQUIRE_CAP(XMC_CAP_PIN_REGISTER);
-    int32_t devices = 0;
-    ASSERT_EQ(api->device_count(inst, &devices), XMC_OK);
-    if (devices == 0) GTEST_SKIP() << "no device: backend '" << api->name << "' reports no device";
-    for (int32_t d = 0; d < devices; ++d) {
-        xmc_pin_result r{};
-        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, d, &r));
-        EXPECT_TRUE(lock_state(r.base, r.size).all_locked);
-        if (r.registered) {
-            EXPECT_EQ(r.reg_status, XMC_OK);
-        } else {
-            EXPECT_NE(r.reg_status, XMC_OK) << "lock-only without saying why: a silent degradation";
-        }
-        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
-    }
-}
+// PIN-DEVICE lives with registration: conformance/tests/test_register.cpp.
 
 XMC_INSTANTIATE_FOR_BACKENDS(PinTest);
 

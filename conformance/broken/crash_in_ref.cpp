@@ -1,0 +1,15 @@
+// Robustness of the runner (issue 7): a backend that crashes in one entry
+// point. Qualification must report that requirement failed with the signal
+// and run every other requirement.
+#include "broken.hpp"
+
+#include <csignal>
+
+namespace xmc::broken {
+static xmc_status pin_ref(xmc_instance *, const void *) {
+    std::raise(SIGSEGV);
+    return XMC_OK;
+}
+void plant(xmc_backend &t) { t.pin_ref = pin_ref; }
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_crash_in_ref")

@@ -1,0 +1,13 @@
+// Robustness of the runner (issue 7): a backend that never returns from one
+// entry point. Qualification must time that requirement out and go on.
+#include "broken.hpp"
+
+#include <unistd.h>
+
+namespace xmc::broken {
+static xmc_status pin_ref(xmc_instance *, const void *) {
+    for (;;) pause();
+}
+void plant(xmc_backend &t) { t.pin_ref = pin_ref; }
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_hang_in_ref")

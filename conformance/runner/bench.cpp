@@ -1,0 +1,398 @@
+#include "bench.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <sys/mman.h>
+#include <thread>
+
+namespace xmc::conformance {
+namespace {
+
+std::string exe_dir() {
+    char buf[PATH_MAX];
+    const ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0) return ".";
+    buf[n] = 0;
+    const std::string p(buf);
+    return p.substr(0, p.find_last_of('/'));
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Runs one benchmark executable: stdout to `out_path`, stderr to `log_path`,
+// with a time limit and a progress display (a live counter on a terminal, a
+// line every 30 s otherwise). Returns the exit status; 124 on timeout, 128+N
+// when killed by signal N.
+int run_child(const std::vector<std::string> &args, const std::string &out_path, const std::string &log_path,
+              int timeout_s, const std::string &label) {
+    std::printf("%s\n", label.c_str());
+    std::fflush(stdout);
+    const pid_t pid = fork();
+    if (pid == 0) {
+        const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        const int log = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (out >= 0) { dup2(out, 1); close(out); }
+        if (log >= 0) { dup2(log, 2); close(log); }
+        setpgid(0, 0);
+        std::vector<char *> argv;
+        for (const auto &a : args) argv.push_back(const_cast<char *>(a.c_str()));
+        argv.push_back(nullptr);
+        execv(args[0].c_str(), argv.data());
+        std::fprintf(stderr, "cannot run %s: %s\n", args[0].c_str(), std::strerror(errno));
+        _exit(127);
+    }
+    const bool tty = isatty(2);
+    const auto t0 = std::chrono::steady_clock::now();
+    int status = 0, shown = -1;
+    bool timed_out = false;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+        const int s = static_cast<int>(seconds_since(t0));
+        if (s >= timeout_s) {
+            kill(-pid, SIGKILL);
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            timed_out = true;
+            break;
+        }
+        if (s != shown && (tty || (s > 0 && s % 30 == 0))) {
+            if (tty) std::fprintf(stderr, "\r  running ... %d s ", s);
+            else std::printf("  still running after %d s\n", s);
+            std::fflush(nullptr);
+            shown = s;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (tty) std::fprintf(stderr, "\r%30s\r", "");
+    const int rc = timed_out ? 124 : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    std::printf("  done in %.1f s (exit %d%s)\n", seconds_since(t0), rc, timed_out ? ", timed out" : "");
+    std::fflush(stdout);
+    return rc;
+}
+
+// The last non-empty line of a file (a failed benchmark's reason).
+std::string last_line(const std::string &path) {
+    std::string text, last;
+    read_text(path, &text);
+    size_t start = 0;
+    while (start < text.size()) {
+        size_t end = text.find('\n', start);
+        if (end == std::string::npos) end = text.size();
+        if (end > start) last = text.substr(start, end - start);
+        start = end + 1;
+    }
+    return last;
+}
+
+json make_row(const std::string &path, const std::string &series, unsigned long long bytes, const std::string &unit,
+              double figure, double peak, bool higher, const std::string &requirement, double target) {
+    json r = {{"path", path}, {"series", series}, {"bytes", bytes}, {"unit", unit}, {"figure", figure},
+              {"higher_is_better", higher}, {"requirement", requirement}, {"target", target}};
+    // The ratio is oriented so that 1.0 is the peak and higher is better.
+    if (peak > 0 && figure > 0) {
+        r["peak"] = peak;
+        r["ratio"] = higher ? figure / peak : peak / figure;
+    } else {
+        r["peak"] = nullptr;
+        r["ratio"] = nullptr;
+    }
+    return r;
+}
+
+// ---- cuda: xmc_gpu_bench once per transfer size ----------------------------
+
+void run_cuda(const BenchOptions &o, const std::string &logs, json *doc) {
+    const std::string exe = exe_dir() + "/xmc_gpu_bench";
+    if (access(exe.c_str(), X_OK) != 0) {
+        (*doc)["error"] = "xmc_gpu_bench is not next to xmc (" + exe + "): build the target xmc_gpu_bench "
+                          "(it needs the CUDA headers, XMC_CUDA_HEADERS)";
+        return;
+    }
+    std::vector<unsigned long long> sizes = o.sizes;
+    if (sizes.empty()) sizes = {16ull << 20, 64ull << 20, 256ull << 20, 1ull << 30};
+    std::map<std::pair<std::string, unsigned long long>, json> rows;  // (series, bytes) -> row; later runs win
+    std::vector<std::string> order;
+    const std::regex sized(R"(^(.*) ([0-9]+) (B|KiB|MiB|GiB)$)");
+    for (size_t k = 0; k < sizes.size(); ++k) {
+        const std::string bytes = std::to_string(sizes[k]);
+        const std::string tag = "gpu-" + bytes;
+        const std::string json_path = logs + "/bench-" + tag + ".json";
+        std::remove(json_path.c_str());
+        // Registration is timed from 4 KiB up to the transfer size.
+        const std::vector<std::string> args = {exe, "--backend", o.backend, "--bytes", bytes, "--reg-max", bytes,
+                                               "--json", json_path};
+        char label[160];
+        std::snprintf(label, sizeof label, "[%zu/%zu] xmc_gpu_bench, transfers of %s", k + 1, sizes.size(),
+                      human_bytes(sizes[k]).c_str());
+        const std::string log = logs + "/bench-" + tag + ".log";
+        const auto t0 = std::chrono::steady_clock::now();
+        const int rc = run_child(args, log, log + ".err", o.timeout_s, label);
+        std::string cmd;
+        for (const auto &a : args) cmd += (cmd.empty() ? "" : " ") + a;
+        json run = {{"command", cmd}, {"exit", rc}, {"seconds", seconds_since(t0)}, {"bytes", sizes[k]},
+                    {"log", "logs/bench-" + tag + ".log"}};
+        if (rc == 77) {  // no GPU: the reason is its last line
+            (*doc)["skipped"] = last_line(log);
+            (*doc)["runs"].push_back(run);
+            return;
+        }
+        std::string text;
+        json j = read_text(json_path, &text) ? json::parse(text, nullptr, false) : json();
+        if (j.is_discarded() || !j.is_object() || !j.contains("rows")) {
+            (*doc)["runs"].push_back(run);
+            (*doc)["error"] = "xmc_gpu_bench exited " + std::to_string(rc) + " without readable JSON (" +
+                              last_line(log + ".err") + "); see " + log;
+            return;
+        }
+        if (rc != 0) run["note"] = last_line(log);  // e.g. the data check failed
+        run["device"] = j.value("device", "");
+        run["driver"] = j.value("driver", 0);
+        run["devices"] = j.value("devices", 0);
+        (*doc)["runs"].push_back(run);
+        if (rc != 0) (*doc)["error"] = "xmc_gpu_bench exited " + std::to_string(rc) + ": " + last_line(log);
+        for (const auto &r : j["rows"]) {
+            const std::string path = r.value("path", "");
+            const std::string unit = r.value("unit", "");
+            std::string series = path;
+            unsigned long long n = sizes[k];
+            std::smatch m;
+            if (std::regex_match(path, m, sized)) {
+                series = m[1];
+                const std::string u = m[3];
+                n = std::stoull(m[2]) << (u == "KiB" ? 10 : u == "MiB" ? 20 : u == "GiB" ? 30 : 0);
+            }
+            const auto key = std::make_pair(series, n);
+            if (!rows.count(key)) order.push_back(series + "\n" + std::to_string(n));
+            rows[key] = make_row(path, series, n, unit, r.value("figure", 0.0), r.value("peak", 0.0),
+                                 unit == "GB/s", r.value("requirement", ""), r.value("target", 0.0));
+        }
+    }
+    for (const auto &key : order) {
+        const size_t nl = key.find('\n');
+        (*doc)["rows"].push_back(rows[{key.substr(0, nl), std::stoull(key.substr(nl + 1))}]);
+    }
+}
+
+// ---- host: xmc_bench_pin, and the raw calls as the peak ---------------------
+
+// The peak bytes per second of posix_memalign + mlock + munlock + free of n
+// bytes, the calls a host pinning backend makes, without any registry: the
+// fastest of the cycles of 0.2 s after one warm-up cycle. 0 if mlock is refused.
+double raw_pin_rate(size_t n) {
+    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t size = (n + page - 1) / page * page;
+    double best = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < 11 || seconds_since(t0) < 0.2; ++i) {
+        const auto c0 = std::chrono::steady_clock::now();
+        void *p = nullptr;
+        if (posix_memalign(&p, page, size) != 0) return 0;
+        if (mlock(p, size) != 0) { std::free(p); return 0; }
+        munlock(p, size);
+        std::free(p);
+        const double t = seconds_since(c0);
+        if (i > 0 && (best == 0 || t < best)) best = t;  // cycle 0 warms up
+    }
+    return best > 0 ? static_cast<double>(n) / best : 0;
+}
+
+void run_host(const BenchOptions &o, const std::string &logs, json *doc) {
+    const std::string exe = exe_dir() + "/xmc_bench_pin";
+    if (access(exe.c_str(), X_OK) != 0) {
+        (*doc)["error"] = "xmc_bench_pin is not next to xmc (" + exe + "): build the target xmc_bench_pin";
+        return;
+    }
+    const std::string json_path = logs + "/bench-pin.json";
+    std::remove(json_path.c_str());
+    const std::vector<std::string> args = {exe, "--benchmark_out=" + json_path, "--benchmark_out_format=json",
+                                           "--benchmark_min_time=0.1"};
+    const auto t0 = std::chrono::steady_clock::now();
+    const int rc = run_child(args, logs + "/bench-pin.log", logs + "/bench-pin.log.err", o.timeout_s,
+                             "[1/2] xmc_bench_pin (Google Benchmark): pin alloc+free, pin query");
+    std::string cmd;
+    for (const auto &a : args) cmd += (cmd.empty() ? "" : " ") + a;
+    (*doc)["runs"].push_back({{"command", cmd}, {"exit", rc}, {"seconds", seconds_since(t0)}, {"log", "logs/bench-pin.log"}});
+    std::string text;
+    json j = read_text(json_path, &text) ? json::parse(text, nullptr, false) : json();
+    if (rc != 0 || j.is_discarded() || !j.contains("benchmarks")) {
+        (*doc)["error"] = "xmc_bench_pin exited " + std::to_string(rc) + " (" + last_line(logs + "/bench-pin.log.err") +
+                          "); see logs/bench-pin.log";
+        return;
+    }
+    std::printf("[2/2] the peaks: raw posix_memalign+mlock+munlock+free, timed here\n");
+    std::fflush(stdout);
+    double query_1k = 0, query_100k = 0;
+    for (const auto &b : j["benchmarks"]) {
+        const std::string name = b.value("name", "");
+        if (b.value("error_occurred", false)) {
+            (*doc)["rows"].push_back(make_row(name + " (" + b.value("error_message", "error") + ")", name, 0, "", 0, 0,
+                                              true, "", 0));
+            continue;
+        }
+        const size_t slash = name.find('/');
+        const unsigned long long arg = slash == std::string::npos ? 0 : std::stoull(name.substr(slash + 1));
+        if (name.rfind("BM_PinAllocFree/", 0) == 0) {
+            const double figure = b.value("bytes_per_second", 0.0) / 1e9;
+            (*doc)["rows"].push_back(make_row("pin alloc+free " + human_bytes(arg) + " vs raw mlock", "pin alloc+free",
+                                              arg, "GB/s", figure, raw_pin_rate(arg) / 1e9, true, "", 0));
+        } else if (name == "BM_PinQuery/1000") {
+            query_1k = b.value("real_time", 0.0);
+        } else if (name == "BM_PinQuery/100000") {
+            query_100k = b.value("real_time", 0.0);
+        }
+    }
+    // Query time with 100,000 live blocks against 1,000 (issue 2: at most 3x).
+    if (query_1k > 0 || query_100k > 0)
+        (*doc)["rows"].push_back(make_row("pin query, 100,000 live blocks vs 1,000", "pin query", 0, "ns",
+                                          query_100k, query_1k, false, "", 1.0 / 3));
+}
+
+std::string fmt(const json &v, const char *f) {
+    if (!v.is_number()) return "n/a";
+    char s[64];
+    std::snprintf(s, sizeof s, f, v.get<double>());
+    return s;
+}
+
+} // namespace
+
+bool parse_sizes(const std::string &text, std::vector<unsigned long long> *out, std::string *error) {
+    out->clear();
+    size_t start = 0;
+    while (start <= text.size()) {
+        size_t end = text.find(',', start);
+        if (end == std::string::npos) end = text.size();
+        const std::string item = text.substr(start, end - start);
+        char *rest = nullptr;
+        errno = 0;
+        unsigned long long v = std::strtoull(item.c_str(), &rest, 10);
+        const std::string suffix = rest ? rest : "";
+        const int shift = suffix == "" ? 0 : suffix == "K" ? 10 : suffix == "M" ? 20 : suffix == "G" ? 30 : -1;
+        if (item.empty() || rest == item.c_str() || shift < 0 || errno || v == 0 || v > (1ull << 40) >> shift) {
+            *error = "bad size '" + item + "' in '" + text + "': sizes are positive integers with an optional K, M or G "
+                     "suffix, comma-separated (e.g. 1M,16M,1G)";
+            return false;
+        }
+        out->push_back(v << shift);
+        start = end + 1;
+    }
+    return !out->empty();
+}
+
+json run_benchmarks(const BenchOptions &o) {
+    json doc = {{"backend", o.backend}, {"runs", json::array()}, {"rows", json::array()}, {"min_ratio", o.min_ratio}};
+    std::string err;
+    const LoadedBackend *b = load_backend(o.backend, &err);
+    if (!b) {
+        doc["error"] = err;
+        return doc;
+    }
+    doc["backend"] = b->api->name;
+    std::string kind = o.kind;
+    if (kind.empty()) kind = b->api->name;
+    doc["kind"] = kind;
+    if (kind != "cuda" && kind != "host") {
+        doc["skipped"] = std::string("no benchmark for backend '") + b->api->name + "': xmc bench runs xmc_gpu_bench "
+                         "for CUDA-driver backends (--kind cuda) and xmc_bench_pin for the host backend (--kind host)";
+        return doc;
+    }
+    std::string logs = o.log_dir;
+    std::string tmp;
+    if (logs.empty()) {
+        char templ[] = "/tmp/xmc-bench-XXXXXX";
+        if (!mkdtemp(templ)) {
+            doc["error"] = "cannot create a temporary folder";
+            return doc;
+        }
+        logs = tmp = templ;
+    }
+    if (kind == "cuda") run_cuda(o, logs, &doc);
+    else run_host(o, logs, &doc);
+    if (!tmp.empty()) {
+        if (doc.contains("error")) std::printf("xmc bench: the benchmark's output is kept in %s\n", tmp.c_str());
+        else std::filesystem::remove_all(tmp);
+    }
+    return doc;
+}
+
+std::string bench_table(const json &doc) {
+    std::string out;
+    char line[512];
+    std::snprintf(line, sizeof line, "%-52s %9s %15s %15s %7s  %s\n", "path", "size", "figure", "peak (same run)",
+                  "ratio", "target");
+    out += line;
+    for (const auto &r : doc["rows"]) {
+        std::string target;
+        if (r.value("target", 0.0) > 0 && r["ratio"].is_number()) {
+            const bool ok = r["ratio"].get<double>() >= r["target"].get<double>();
+            char t[128];
+            std::snprintf(t, sizeof t, "%s>= %.2f %s", r.value("requirement", "").empty() ? "" : (r.value("requirement", "") + " ").c_str(),
+                          r["target"].get<double>(), ok ? "ok" : "MISSED");
+            target = t;
+        }
+        const std::string unit = r.value("unit", "");
+        std::snprintf(line, sizeof line, "%-52s %9s %10s %-4s %10s %-4s %7s  %s\n", r.value("path", "").c_str(),
+                      r.value("bytes", 0ull) ? human_bytes(r["bytes"].get<unsigned long long>()).c_str() : "",
+                      fmt(r["figure"], "%.2f").c_str(), unit.c_str(), fmt(r["peak"], "%.2f").c_str(), unit.c_str(),
+                      fmt(r["ratio"], "%.3f").c_str(), target.c_str());
+        out += line;
+    }
+    return out;
+}
+
+std::vector<std::string> below_floor(const json &doc, double min_ratio) {
+    std::vector<std::string> v;
+    if (min_ratio <= 0) return v;
+    for (const auto &r : doc["rows"]) {
+        const std::string what = r.value("path", "") +
+                                 (r.value("bytes", 0ull) ? " (" + human_bytes(r["bytes"].get<unsigned long long>()) + ")" : "");
+        if (!r["ratio"].is_number()) v.push_back(what + ": no ratio (the figure or the peak was not measured)");
+        else if (r["ratio"].get<double>() < min_ratio)
+            v.push_back(what + ": ratio " + fmt(r["ratio"], "%.3f") + " is below --min-ratio " + fmt(json(min_ratio), "%.3f"));
+    }
+    return v;
+}
+
+int bench_command(const BenchOptions &o, const std::string &json_out) {
+    std::printf("xmc bench: backend %s\n", o.backend.c_str());
+    const json doc = run_benchmarks(o);
+    if (doc.contains("skipped") && doc["rows"].empty()) {
+        std::printf("xmc bench: skipped: %s\n", doc["skipped"].get<std::string>().c_str());
+        return 77;
+    }
+    if (!doc["rows"].empty()) std::printf("\n%s", bench_table(doc).c_str());
+    if (!json_out.empty()) {
+        std::string err;
+        if (!write_text(json_out, doc.dump(2) + "\n", &err)) {
+            std::fprintf(stderr, "xmc bench: %s\n", err.c_str());
+            return 2;
+        }
+    }
+    int rc = 0;
+    if (doc.contains("error")) {
+        std::printf("xmc bench: FAILED: %s\n", doc["error"].get<std::string>().c_str());
+        rc = 1;
+    }
+    const auto low = below_floor(doc, o.min_ratio);
+    for (const auto &l : low) std::printf("xmc bench: BELOW FLOOR: %s\n", l.c_str());
+    if (!low.empty()) rc = 1;
+    std::printf("xmc bench: %zu figures%s\n", doc["rows"].size(),
+                o.min_ratio > 0 ? (low.empty() ? ", all at or above --min-ratio" : ", some below --min-ratio") : "");
+    return rc;
+}
+
+} // namespace xmc::conformance

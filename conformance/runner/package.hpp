@@ -1,0 +1,107 @@
+// The qualification package (SPEC 9): what `xmc qualify --out DIR` writes and
+// `xmc verify DIR` checks. This header holds the parts both sides share: the
+// file names, the suite's identity, the must-pass lists, the waiver file and
+// the environment statement. docs/qualify.md describes the layout for vendors.
+#pragma once
+#include "loader.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace xmc::conformance {
+
+using json = nlohmann::json;
+
+// ---- layout ----------------------------------------------------------------
+// The package format; verify refuses a package of another format.
+inline constexpr const char *kPackageFormat = "xmc-qualification/1";
+// Files every package holds (logs/<ID>.log per requirement that ran tests,
+// bench.json when --bench was given, plots/*.svg named by the report).
+inline constexpr const char *kPackageFiles[] = {
+    "results.json", "junit.xml",    "summary.txt", "mustpass.txt", "waivers.tsv",
+    "capabilities.json", "environment.json", "report.html", "report.md",
+};
+
+// ---- the suite's identity (embedded at configure time) ----------------------
+const char *suite_version();  // the project version, e.g. "0.1.0"
+const char *git_revision();   // `git rev-parse HEAD` (+"-dirty"), or "unknown"
+const char *build_compiler(); // compiler id and version xmc was built with
+
+// ---- must-pass lists --------------------------------------------------------
+// conformance/mustpass/<suite version>/<list>.txt, embedded: one list per
+// capability (named like it), and `model` (the suite's own reference checks),
+// which applies to every backend. A line holds one requirement ID; '#' starts
+// a comment.
+struct MustPassList {
+    std::string name;              // "pin", "model", ...
+    std::vector<std::string> ids;  // in file order
+};
+const std::vector<MustPassList> &mustpass_lists();
+
+// The must-pass set of a backend: the union of `model` and the list of each
+// declared capability.
+struct MustPass {
+    std::string suite;               // suite version the lists belong to
+    std::vector<std::string> lists;  // list names used, e.g. {"model","pin"}
+    std::vector<std::string> ids;    // union, in catalogue order
+    bool contains(const std::string &id) const;
+};
+// Fails (false, *error) when a declared capability has no list.
+bool mustpass_for(xmc_caps caps, MustPass *out, std::string *error);
+// mustpass.txt: a header naming the suite and the lists, then the IDs.
+std::string mustpass_text(const MustPass &m);
+bool parse_mustpass(const std::string &text, MustPass *out, std::string *error);
+// Checks the embedded lists against the catalogue: every ID exists and has the
+// list's capability, every `pr` requirement is in its capability's list, no ID
+// twice. Returns the problems (empty: consistent).
+std::vector<std::string> check_mustpass_lists();
+
+// ---- waivers ----------------------------------------------------------------
+// One waiver a line, tab-separated:
+//   ID <TAB> backend <TAB> device <TAB> reason <TAB> link      (5 columns)
+//   ID <TAB> backend <TAB> reason                              (3 columns, older form)
+// backend: a backend name or '*'. device: a device name or UUID as the backend
+// reports it, or '*' (every device). link: where the known failure is tracked.
+struct Waiver {
+    std::string id, backend, device = "*", reason, link;
+    int line = 0;
+};
+// Parses a waiver file's text; `source` names it in errors ("waivers.tsv:4: ...").
+bool parse_waivers(const std::string &text, const std::string &source, std::vector<Waiver> *out,
+                   std::string *error);
+bool read_waivers(const std::string &path, std::vector<Waiver> *out, std::string *error);
+
+// A device as the backend reports it through device_count/device_info.
+struct DeviceFacts {
+    int index = 0;
+    std::string name, uuid;  // uuid: 32 hex digits as 8-4-4-4-12
+    unsigned long long total_memory = 0;
+};
+// Whether a waiver applies to this backend on these devices.
+bool waiver_applies(const Waiver &w, const std::string &backend, const std::vector<DeviceFacts> &devices);
+
+// ---- environment statement --------------------------------------------------
+// Suite version and revision, OS (uname, /etc/os-release), CPU, compiler, the
+// backend, its driver library and version where known, and its devices. The
+// backend is opened in a child process (time limit `timeout_s`), so a backend
+// that crashes or hangs on open is recorded as such, not fatal.
+json collect_environment(const LoadedBackend &b, int timeout_s);
+// The environment variables that choose the backend and its driver
+// (XMC_CUDA_DRIVER, ZE_ENABLE_ALT_DRIVERS, XMC_BACKEND_PATH, XMC_FAKE_*), as set now.
+std::vector<std::pair<std::string, std::string>> driver_variables();
+// The devices recorded in an environment statement.
+std::vector<DeviceFacts> devices_of(const json &environment);
+
+// ---- helpers shared by the package's writers and readers ---------------------
+std::string xml_escape(const std::string &s);
+bool read_text(const std::string &path, std::string *out);
+bool write_text(const std::string &path, const std::string &text, std::string *error);
+// "xmc: tests:N passed:N failed:N unsupported:N waived:N"
+std::string summary_line(int tests, int passed, int failed, int unsupported, int waived);
+// The primitive a requirement ID belongs to: "PIN", "REG", "VMM", "COPY", "AFF".
+std::string primitive_of(const std::string &id);
+std::string human_bytes(unsigned long long n);
+
+} // namespace xmc::conformance

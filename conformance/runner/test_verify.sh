@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# package.verify: `xmc verify` accepts good packages and rejects each kind of
+# bad one with its reason (every check can fail).
+#   test_verify.sh XMC HOST_PACKAGE BROKEN_BACKEND WORK
+# HOST_PACKAGE: made by `xmc qualify --backend host --bench` (test package.host).
+# BROKEN_BACKEND: libxmc_backend_broken_query_start_only.so, whose PIN-QUERY fails.
+# Each edit is made with jq or sed on a copy of a good package; the copy must
+# be rejected (exit 1) and the output must name the reason.
+set -euo pipefail
+xmc=$1 good=$2 broken=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+fails=0
+
+# A package with a real failure: the whole catalogue on a backend with one bug.
+"$xmc" qualify --backend "$broken" --out "$work/broken" >"$work/broken.log" 2>&1 || true
+grep -q 'PIN-QUERY *failed' "$work/broken.log" || { echo "setup: PIN-QUERY did not fail on $broken"; exit 1; }
+
+# Good packages pass; --qualified rejects the one with a failed must-pass requirement.
+for pkg in "$good" "$work/broken"; do
+  if "$xmc" verify "$pkg" >"$work/verify.out" 2>&1; then echo "ok: accepted $pkg"
+  else echo "FAIL: verify rejected a good package $pkg:"; cat "$work/verify.out"; fails=$((fails + 1)); fi
+done
+
+# --qualified also requires the must-pass requirements to pass.
+if "$xmc" verify --qualified "$work/broken" >"$work/qualified.out" 2>&1; then
+  echo "FAIL: verify --qualified accepted a package whose PIN-QUERY failed"; fails=$((fails + 1))
+elif grep -q 'PROBLEM: must-pass requirement PIN-QUERY failed' "$work/qualified.out"; then
+  echo "ok: verify --qualified rejected the package whose PIN-QUERY failed"
+else
+  echo "FAIL: verify --qualified did not name PIN-QUERY:"; cat "$work/qualified.out"; fails=$((fails + 1))
+fi
+
+# expect NAME BASE REASON-REGEX EDIT...: copies BASE, runs EDIT in the copy,
+# and requires verify to reject it with a line matching REASON-REGEX.
+expect() {
+  local name=$1 base=$2 reason=$3; shift 3
+  local d="$work/$name"
+  rm -rf "$d" && cp -r "$base" "$d"
+  (cd "$d" && eval "$*")
+  local rc=0
+  "$xmc" verify "$d" >"$d.out" 2>&1 || rc=$?
+  if [ "$rc" -eq 1 ] && grep -Eq "PROBLEM: .*$reason" "$d.out"; then
+    echo "ok: $name rejected: $(grep -E "PROBLEM: .*$reason" "$d.out" | head -n1 | sed 's/^xmc verify: PROBLEM: //')"
+  else
+    echo "FAIL: $name: expected exit 1 and a problem matching '$reason', got exit $rc:"; cat "$d.out"
+    fails=$((fails + 1))
+  fi
+}
+# jq edit of a JSON file in place: jqi FILE FILTER
+jqi() { jq "$2" "$1" >"$1.tmp" && mv "$1.tmp" "$1"; }
+
+# The four edits of issue 8.
+expect summary_count_changed "$good" "summary.txt says .* but the verdicts in results.json count" \
+  "sed -i 's/passed:\([0-9]*\)/passed:9\1/' summary.txt"
+expect mustpass_result_removed "$good" "must-pass requirement PIN-FREE has no result" \
+  "jqi results.json 'del(.requirements[] | select(.id == \"PIN-FREE\"))'"
+expect waiver_for_unlisted_requirement "$good" "waiver for VMM-SPEED .*not in the must-pass list" \
+  "printf 'VMM-SPEED\thost\t*\tslow on this machine\thttps://example.invalid/1\n' >>waivers.tsv"
+expect failed_flipped_to_passed "$work/broken" "summary.txt says .*failed:1.* but the verdicts in results.json count .*failed:0" \
+  "jqi results.json '(.requirements[] | select(.id == \"PIN-QUERY\")) |= (.verdict = \"passed\" | .tests[].status = \"passed\")'"
+
+# Every other check.
+expect missing_file "$good" "missing file: junit.xml" "rm junit.xml"
+expect missing_log "$good" "missing log logs/PIN-ALLOC.log" "rm logs/PIN-ALLOC.log"
+expect bad_json "$good" "environment.json is not a valid JSON object" "echo '{' >environment.json"
+expect wrong_format "$good" "format 'xmc-qualification/0' is not" "jqi results.json '.format = \"xmc-qualification/0\"'"
+expect other_suite "$good" "made by suite 9.9.9" \
+  "jqi results.json '.suite.version = \"9.9.9\"'"
+expect summary_object_changed "$good" "results.json's summary says" "jqi results.json '.summary.passed += 1'"
+expect verdict_without_failing_test "$good" "PIN-ALLOC is 'failed' but none of its tests failed" \
+  "jqi results.json '(.requirements[] | select(.id == \"PIN-ALLOC\")).verdict = \"failed\"'"
+expect unknown_requirement "$good" "requirement 'PIN-NOPE' is not in the catalogue" \
+  "jqi results.json '(.requirements[] | select(.id == \"PIN-ALLOC\")).id = \"PIN-NOPE\"'"
+expect mustpass_list_edited "$good" "mustpass.txt leaves out PIN-FREE" "sed -i '/^PIN-FREE\$/d' mustpass.txt"
+expect mustpass_lists_renamed "$good" "mustpass.txt names the lists" "sed -i 's/^# lists: model /# lists: /' mustpass.txt"
+expect waived_without_waiver "$work/broken" "PIN-QUERY is 'waived' but waivers.tsv holds no waiver" \
+  "jqi results.json '(.requirements[] | select(.id == \"PIN-QUERY\")).verdict = \"waived\"'"
+expect unexpected_pass_of_waived "$good" "PIN-ALLOC is waived .* but passed" \
+  "printf 'PIN-ALLOC\thost\t*\tknown failure\thttps://example.invalid/2\n' >>waivers.tsv"
+expect bad_waiver_line "$good" "waivers.tsv:[0-9]+: a waiver has 5 tab-separated columns" \
+  "printf 'PIN-ALLOC\thost\n' >>waivers.tsv"
+expect capabilities_changed "$good" "capabilities.json declares \\[pin,pin_refs,register,stream,copy,transfer\\] but results.json" \
+  "jqi capabilities.json '.capabilities -= [\"vmm\"] | .mask -= 64'"
+expect capability_mask_changed "$good" "the mask 1 does not match" "jqi capabilities.json '.mask = 1'"
+expect backend_renamed "$good" "capabilities.json names backend other" "jqi capabilities.json '.backend = \"other\"'"
+expect undeclared_but_passed "$good" "PIN-DEVICE needs capability 'pin_register', which capabilities.json does not declare, yet it is 'passed'" \
+  "jqi results.json '(.requirements[] | select(.id == \"PIN-DEVICE\")).verdict = \"passed\"'"
+expect library_disagrees "$good" "the library .* is backend host declaring" \
+  "jqi capabilities.json '.capabilities = [\"pin\"] | .mask = 1' && jqi results.json '.backend.capabilities = \"pin\"' && jqi environment.json '.backend.capabilities = \"pin\"'"
+expect junit_disagrees "$good" "junit.xml disagrees with results.json on PIN-ALLOC" \
+  "sed -i '0,/<testcase classname=\"PIN-ALLOC\"\\([^>]*\\)><\\/testcase>/s//<testcase classname=\"PIN-ALLOC\"\\1><failure message=\"x\">x<\\/failure><\\/testcase>/' junit.xml"
+expect environment_incomplete "$good" "environment.json lacks 'os'" "jqi environment.json 'del(.os)'"
+expect bench_missing "$good" "missing file: bench.json" "rm bench.json"
+expect bench_ratio_edited "$good" "bench.json: row .* has ratio 0.99" "jqi bench.json '.rows[0].ratio = 0.99'"
+expect report_stale "$good" "report.html does not show the summary line" \
+  "sed -i 's/xmc: tests:/xmc: tests:1/' report.html"
+expect plot_missing "$good" "the report names plots/.*, which is missing" "rm plots/*.svg"
+
+if [ "$fails" -ne 0 ]; then echo "package.verify: $fails check(s) failed"; exit 1; fi
+echo "package.verify: all checks passed"

@@ -1,0 +1,402 @@
+#include "verify.hpp"
+
+#include "catalogue.hpp"
+#include "package.hpp"
+#include "report.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <set>
+
+namespace xmc::conformance {
+namespace {
+
+// Collects the problems; each is printed once, with its reason.
+struct Problems {
+    std::vector<std::string> list;
+    void add(const std::string &what) {
+        list.push_back(what);
+        std::printf("xmc verify: PROBLEM: %s\n", what.c_str());
+    }
+};
+
+std::string join(const std::vector<std::string> &v, const char *sep = ", ") {
+    std::string s;
+    for (const auto &x : v) s += (s.empty() ? "" : sep) + x;
+    return s;
+}
+
+bool failing(const std::string &status) { return status != "passed" && status != "skipped"; }
+
+// Counts <tag in [from, to) of text.
+int count_tag(const std::string &text, const std::string &tag, size_t from, size_t to) {
+    int n = 0;
+    for (size_t p = text.find(tag, from); p != std::string::npos && p < to; p = text.find(tag, p + 1)) ++n;
+    return n;
+}
+
+// The value of attribute `name` in the element starting at `pos`.
+std::string attr(const std::string &text, size_t pos, const std::string &name) {
+    const size_t end = text.find('>', pos);
+    const size_t a = text.find(" " + name + "=\"", pos);
+    if (a == std::string::npos || a > end) return "";
+    const size_t v = a + name.size() + 3;
+    return text.substr(v, text.find('"', v) - v);
+}
+
+// ---- the checks, one function each ------------------------------------------
+
+void check_summary(const json &results, const std::string &summary_txt, Problems &p) {
+    std::map<std::string, int> n;
+    for (const auto &r : results["requirements"]) n[r.value("verdict", "")]++;
+    const std::string recount = summary_line(static_cast<int>(results["requirements"].size()), n["passed"], n["failed"],
+                                             n["unsupported"], n["waived"]);
+    std::string line = summary_txt.substr(0, summary_txt.find('\n'));
+    if (line.rfind("xmc: tests:", 0) != 0)
+        p.add("summary.txt does not hold a summary line ('xmc: tests:N passed:N failed:N unsupported:N waived:N')");
+    else if (line != recount)
+        p.add("summary.txt says '" + line + "' but the verdicts in results.json count '" + recount + "'");
+    const json &s = results["summary"];
+    const std::string obj = summary_line(s.value("tests", -1), s.value("passed", -1), s.value("failed", -1),
+                                         s.value("unsupported", -1), s.value("waived", -1));
+    if (obj != recount) p.add("results.json's summary says '" + obj + "' but its verdicts count '" + recount + "'");
+}
+
+void check_verdicts(const std::string &dir, const json &results, const MustPass &mp, Problems &p) {
+    std::set<std::string> seen;
+    for (const auto &r : results["requirements"]) {
+        const std::string id = r.value("id", ""), v = r.value("verdict", "");
+        const Requirement *req = nullptr;
+        for (const auto &c : catalogue())
+            if (c.id == id) req = &c;
+        if (!req) p.add("results.json: requirement '" + id + "' is not in the catalogue of suite " + suite_version());
+        if (!seen.insert(id).second) p.add("results.json: requirement " + id + " appears twice");
+        if (v != "passed" && v != "failed" && v != "unsupported" && v != "waived")
+            p.add("results.json: " + id + " has verdict '" + v + "' (not passed, failed, unsupported or waived)");
+        int passed = 0, failed = 0;
+        std::string first_failed, first_passed;
+        for (const auto &t : r["tests"]) {
+            const std::string st = t.value("status", "");
+            if (st == "passed") { ++passed; if (first_passed.empty()) first_passed = t.value("name", ""); }
+            else if (failing(st)) { ++failed; if (first_failed.empty()) first_failed = t.value("name", "") + " " + st; }
+        }
+        const bool unexpected_pass = r.value("reason", "").rfind("unexpected pass", 0) == 0;
+        if (v == "passed" && (failed || !passed))
+            p.add(id + " is 'passed' but its tests say otherwise (" +
+                  (failed ? "test " + first_failed : std::string("no test passed")) + ")");
+        if (v == "failed" && !r["tests"].empty() && !failed && !unexpected_pass)
+            p.add(id + " is 'failed' but none of its tests failed");
+        if (v == "waived" && !failed) p.add(id + " is 'waived' but none of its tests failed");
+        if (v == "unsupported" && (passed || failed))
+            p.add(id + " is 'unsupported' but its tests ran to a result (" +
+                  (failed ? "test " + first_failed : "test " + first_passed + " passed") + ")");
+        if (r.value("mustpass", false) != mp.contains(id))
+            p.add("results.json marks " + id + (r.value("mustpass", false) ? " must-pass" : " not must-pass") +
+                  ", but mustpass.txt " + (mp.contains(id) ? "lists it" : "does not list it"));
+        if (!r["tests"].empty() && access((dir + "/logs/" + id + ".log").c_str(), R_OK) != 0)
+            p.add("missing log logs/" + id + ".log of a requirement whose tests ran");
+    }
+}
+
+void check_mustpass(const json &results, const json &caps, const MustPass &mp, Problems &p) {
+    // The lists a backend with these capabilities runs against, in this suite.
+    xmc_caps declared = 0;
+    for (const auto &c : caps.value("capabilities", json::array())) declared |= capability_bit(c.get<std::string>());
+    MustPass want;
+    std::string err;
+    if (!mustpass_for(declared, &want, &err)) { p.add("mustpass: " + err); return; }
+    if (mp.suite != suite_version()) p.add("mustpass.txt belongs to suite " + mp.suite + ", this xmc is " + suite_version());
+    if (mp.lists != want.lists)
+        p.add("mustpass.txt names the lists [" + join(mp.lists) + "] but a backend declaring [" +
+              caps_to_string(declared) + "] runs against [" + join(want.lists) + "]");
+    if (results.contains("mustpass") && results["mustpass"].value("lists", json::array()) != json(mp.lists))
+        p.add("results.json records the must-pass lists " + results["mustpass"].value("lists", json::array()).dump() +
+              " but mustpass.txt names [" + join(mp.lists) + "]");
+    std::vector<std::string> missing, extra;
+    for (const auto &id : want.ids)
+        if (!mp.contains(id)) missing.push_back(id);
+    for (const auto &id : mp.ids)
+        if (!want.contains(id)) extra.push_back(id);
+    if (!missing.empty()) p.add("mustpass.txt leaves out " + join(missing) + " of the checked-in lists of suite " + suite_version());
+    if (!extra.empty()) p.add("mustpass.txt adds " + join(extra) + ", which the checked-in lists of suite " + suite_version() + " do not hold");
+    std::set<std::string> have;
+    for (const auto &r : results["requirements"]) have.insert(r.value("id", ""));
+    const std::string filter = results.value("filter", "");
+    for (const auto &id : mp.ids)
+        if (!have.count(id))
+            p.add("must-pass requirement " + id + " has no result in results.json" +
+                  (filter.empty() ? "" : " (the run was filtered with --filter '" + filter + "')"));
+}
+
+void check_waivers(const json &results, const std::vector<Waiver> &waivers, const MustPass &mp,
+                   const std::vector<DeviceFacts> &devices, Problems &p) {
+    const std::string backend = results["backend"].value("name", "");
+    std::map<std::string, const Waiver *> applies;
+    for (const auto &w : waivers) {
+        if (!waiver_applies(w, backend, devices)) continue;
+        if (!mp.contains(w.id))
+            p.add("waivers.tsv:" + std::to_string(w.line) + ": waiver for " + w.id + " (backend " + w.backend +
+                  "), which is not in the must-pass list: only a must-pass requirement can be waived");
+        applies[w.id] = &w;
+    }
+    for (const auto &r : results["requirements"]) {
+        const std::string id = r.value("id", ""), v = r.value("verdict", "");
+        if (v == "waived" && !applies.count(id))
+            p.add(id + " is 'waived' but waivers.tsv holds no waiver for it that applies to backend " + backend);
+        if (v == "passed" && applies.count(id))
+            p.add(id + " is waived (waivers.tsv:" + std::to_string(applies[id]->line) +
+                  ") but passed: an unexpected pass of a waived requirement must fail the run");
+    }
+}
+
+void check_capabilities(const json &results, const json &caps, const json &env, Problems &p) {
+    const json &rb = results["backend"];
+    const std::string name = rb.value("name", "");
+    if (caps.value("backend", "") != name || caps.value("version", "") != rb.value("version", ""))
+        p.add("capabilities.json names backend " + caps.value("backend", "") + " " + caps.value("version", "") +
+              " but results.json names " + name + " " + rb.value("version", ""));
+    if (env["backend"].value("name", "") != name)
+        p.add("environment.json names backend " + env["backend"].value("name", "") + " but results.json names " + name);
+    xmc_caps declared = 0;
+    std::vector<std::string> names;
+    for (const auto &c : caps.value("capabilities", json::array())) {
+        const std::string s = c.get<std::string>();
+        if (!capability_bit(s)) p.add("capabilities.json lists '" + s + "', which is not a capability");
+        declared |= capability_bit(s);
+        names.push_back(s);
+    }
+    if (caps.value("mask", 0ull) != declared)
+        p.add("capabilities.json: the mask " + std::to_string(caps.value("mask", 0ull)) + " does not match the names [" +
+              join(names) + "]");
+    if (rb.value("capabilities", "") != caps_to_string(declared))
+        p.add("capabilities.json declares [" + caps_to_string(declared) + "] but results.json records the backend's "
+              "capabilities as [" + rb.value("capabilities", "") + "]");
+    if (env["backend"].value("capabilities", "") != caps_to_string(declared))
+        p.add("capabilities.json declares [" + caps_to_string(declared) + "] but environment.json records [" +
+              env["backend"].value("capabilities", "") + "]");
+    // A requirement is unsupported-by-capability exactly when it is not declared.
+    for (const auto &r : results["requirements"]) {
+        const std::string cap = r.value("capability", ""), id = r.value("id", "");
+        if (cap == "model") continue;
+        const bool is_declared = declared & capability_bit(cap);
+        const bool says_undeclared = r.value("reason", "").find("capability '" + cap + "' not declared") != std::string::npos;
+        if (!is_declared && r.value("verdict", "") != "unsupported")
+            p.add(id + " needs capability '" + cap + "', which capabilities.json does not declare, yet it is '" +
+                  r.value("verdict", "") + "'");
+        if (is_declared && says_undeclared)
+            p.add(id + " says capability '" + cap + "' is not declared, but capabilities.json declares it");
+    }
+    // The library itself, where it is on this machine.
+    const std::string path = rb.value("path", "");
+    if (!path.empty() && access(path.c_str(), R_OK) == 0) {
+        std::string err;
+        if (const LoadedBackend *b = load_backend(path, &err)) {
+            if (std::string(b->api->name) != name || b->api->capabilities != declared)
+                p.add("the library " + path + " is backend " + b->api->name + " declaring [" +
+                      caps_to_string(b->api->capabilities) + "], but the package records " + name + " declaring [" +
+                      caps_to_string(declared) + "]");
+        }
+    } else {
+        std::printf("xmc verify: note: the backend library %s is not on this machine; its capabilities are taken "
+                    "from the package\n", path.c_str());
+    }
+}
+
+void check_junit(const json &results, const std::string &xml, Problems &p) {
+    std::map<std::string, int> n;
+    for (const auto &r : results["requirements"]) n[r.value("verdict", "")]++;
+    const size_t top = xml.find("<testsuites");
+    if (top == std::string::npos) { p.add("junit.xml has no <testsuites> element"); return; }
+    if (attr(xml, top, "tests") != std::to_string(results["requirements"].size()) ||
+        attr(xml, top, "failures") != std::to_string(n["failed"]))
+        p.add("junit.xml counts tests=" + attr(xml, top, "tests") + " failures=" + attr(xml, top, "failures") +
+              " but results.json holds " + std::to_string(results["requirements"].size()) + " requirements, " +
+              std::to_string(n["failed"]) + " failed");
+    std::set<std::string> in_xml;
+    for (size_t pos = xml.find("<testsuite "); pos != std::string::npos; pos = xml.find("<testsuite ", pos + 1))
+        in_xml.insert(attr(xml, pos, "name"));
+    for (const auto &r : results["requirements"]) {
+        const std::string id = r.value("id", ""), v = r.value("verdict", "");
+        const size_t pos = xml.find("<testsuite name=\"" + id + "\"");
+        if (pos == std::string::npos) { p.add("junit.xml has no testsuite for " + id); continue; }
+        in_xml.erase(id);
+        const size_t end = xml.find("</testsuite>", pos);
+        int want_fail = 0, want_skip = 0;
+        for (const auto &t : r["tests"]) {
+            want_fail += failing(t.value("status", ""));
+            want_skip += t.value("status", "") == "skipped";
+        }
+        if (r["tests"].empty()) {
+            want_fail = v == "failed";
+            want_skip = v != "failed" && v != "passed";
+        }
+        const int got_fail = count_tag(xml, "<failure", pos, end), got_skip = count_tag(xml, "<skipped", pos, end);
+        if (got_fail != want_fail || got_skip != want_skip)
+            p.add("junit.xml disagrees with results.json on " + id + ": " + std::to_string(got_fail) + " failure(s) and " +
+                  std::to_string(got_skip) + " skip(s) against " + std::to_string(want_fail) + " and " +
+                  std::to_string(want_skip));
+    }
+    for (const auto &id : in_xml) p.add("junit.xml holds " + id + ", which results.json does not");
+}
+
+void check_environment(const json &results, const json &env, Problems &p) {
+    for (const char *key : {"suite", "os", "cpu", "compiler", "backend", "devices", "date"})
+        if (!env.contains(key)) p.add(std::string("environment.json lacks '") + key + "'");
+    if (!env.contains("suite") || !env.contains("os") || !env.contains("devices")) return;
+    if (env["suite"].value("version", "") != results["suite"].value("version", "") ||
+        env["suite"].value("git_revision", "") != results["suite"].value("git_revision", ""))
+        p.add("environment.json records suite " + env["suite"].value("version", "") + " (" +
+              env["suite"].value("git_revision", "") + ") but results.json " + results["suite"].value("version", "") +
+              " (" + results["suite"].value("git_revision", "") + ")");
+    if (env["suite"].value("git_revision", "").empty()) p.add("environment.json: the git revision is empty (\"unknown\" if not known)");
+    if (env["os"].value("sysname", "").empty() || env["os"].value("release", "").empty())
+        p.add("environment.json: the OS (uname) is not recorded");
+    if (!env["devices"].is_array()) p.add("environment.json: 'devices' is not a list");
+    else if (env.contains("device_count") && env["device_count"].get<int>() != static_cast<int>(env["devices"].size()))
+        p.add("environment.json: device_count " + env["device_count"].dump() + " but " +
+              std::to_string(env["devices"].size()) + " devices listed");
+}
+
+void check_bench(const std::string &dir, const json &results, Problems &p) {
+    const bool asked = results.value("bench", false);
+    const bool present = access((dir + "/bench.json").c_str(), R_OK) == 0;
+    if (asked && !present) { p.add("missing file: bench.json (results.json says the run had --bench)"); return; }
+    if (!asked && present) { p.add("bench.json is present but results.json says the run had no --bench"); return; }
+    if (!present) return;
+    std::string text;
+    read_text(dir + "/bench.json", &text);
+    const json b = json::parse(text, nullptr, false);
+    if (b.is_discarded() || !b.contains("rows")) { p.add("bench.json is not valid JSON with 'rows'"); return; }
+    if (b.value("backend", "") != results["backend"].value("name", ""))
+        p.add("bench.json measured backend " + b.value("backend", "") + ", the package is of " +
+              results["backend"].value("name", ""));
+    for (const auto &r : b["rows"]) {
+        if (!r["ratio"].is_number()) continue;
+        if (!r["figure"].is_number() || !r["peak"].is_number()) {
+            p.add("bench.json: row '" + r.value("path", "") + "' has a ratio but no figure or peak");
+            continue;
+        }
+        const double f = r["figure"].get<double>(), pk = r["peak"].get<double>(), ratio = r["ratio"].get<double>();
+        const double want = r.value("higher_is_better", true) ? f / pk : pk / f;
+        if (!(std::fabs(ratio - want) <= 1e-6 * std::max(1.0, std::fabs(want))))
+            p.add("bench.json: row '" + r.value("path", "") + "' has ratio " + std::to_string(ratio) +
+                  ", but its figure and peak give " + std::to_string(want));
+    }
+}
+
+void check_report(const std::string &dir, const std::string &summary_txt, Problems &p) {
+    const std::string line = summary_txt.substr(0, summary_txt.find('\n'));
+    for (const char *f : {"report.html", "report.md"}) {
+        std::string text;
+        if (!read_text(dir + "/" + f, &text)) continue;  // reported as a missing file
+        if (line.empty() || text.find(line) == std::string::npos)
+            p.add(std::string(f) + " does not show the summary line of summary.txt (a stale or edited report)");
+    }
+    std::string md;
+    if (!read_text(dir + "/report.md", &md)) return;
+    for (const auto &plot : plots_named_in(md)) {
+        std::string svg;
+        if (!read_text(dir + "/" + plot, &svg)) p.add("the report names " + plot + ", which is missing");
+        else if (svg.rfind("<svg", 0) != 0 || svg.find("</svg>") == std::string::npos)
+            p.add(plot + " is not an SVG document");
+    }
+}
+
+// Must-pass requirements that did not pass: failed, or unsupported for a
+// reason other than a declared skip (no device, no driver).
+void check_qualified(const json &results, const MustPass &mp, Problems &p) {
+    for (const auto &r : results["requirements"]) {
+        const std::string id = r.value("id", ""), v = r.value("verdict", "");
+        if (!mp.contains(id)) continue;
+        if (v == "failed") p.add("must-pass requirement " + id + " failed: " + r.value("reason", ""));
+        if (v == "unsupported" && r["tests"].empty())
+            p.add("must-pass requirement " + id + " was not run: " + r.value("reason", ""));
+    }
+}
+
+} // namespace
+
+int verify(const std::string &dir, bool require_qualified) {
+    if (!std::filesystem::is_directory(dir)) {
+        std::fprintf(stderr, "xmc verify: %s is not a folder (give the --out folder of xmc qualify)\n", dir.c_str());
+        return 2;
+    }
+    Problems p;
+    // files: every file present, JSON parses.
+    for (const char *f : kPackageFiles)
+        if (access((dir + "/" + f).c_str(), R_OK) != 0) p.add(std::string("missing file: ") + f);
+    if (!std::filesystem::is_directory(dir + "/logs")) p.add("missing folder: logs/");
+    auto load = [&](const char *f, json *out) {
+        std::string text;
+        if (!read_text(dir + "/" + f, &text)) return false;
+        *out = json::parse(text, nullptr, false);
+        if (out->is_discarded() || !out->is_object()) {
+            p.add(std::string(f) + " is not a valid JSON object");
+            return false;
+        }
+        return true;
+    };
+    json results, caps, env;
+    const bool have_results = load("results.json", &results);
+    const bool have_caps = load("capabilities.json", &caps);
+    const bool have_env = load("environment.json", &env);
+    if (!have_results || !results.contains("requirements") || !results["requirements"].is_array() ||
+        !results.contains("backend") || !results.contains("summary")) {
+        if (have_results) p.add("results.json lacks 'requirements', 'backend' or 'summary'");
+        std::printf("xmc verify: %s: %zu problem(s); results.json is needed for the other checks\n", dir.c_str(),
+                    p.list.size());
+        return 1;
+    }
+    // suite: format and version.
+    if (results.value("format", "") != kPackageFormat)
+        p.add("results.json: format '" + results.value("format", "") + "' is not " + kPackageFormat);
+    const std::string made_by = results.contains("suite") ? results["suite"].value("version", "") : "";
+    if (made_by != suite_version())
+        p.add("the package was made by suite " + made_by + "; this xmc is suite " + suite_version() +
+              ": verify it with the xmc that made it");
+
+    std::string summary_txt, mustpass_txt, waivers_txt, junit;
+    read_text(dir + "/summary.txt", &summary_txt);
+    check_summary(results, summary_txt, p);
+
+    MustPass mp;
+    std::string err;
+    const bool have_mp = read_text(dir + "/mustpass.txt", &mustpass_txt);
+    if (have_mp && !parse_mustpass(mustpass_txt, &mp, &err)) p.add(err);
+    check_verdicts(dir, results, mp, p);
+    if (have_mp && have_caps) check_mustpass(results, caps, mp, p);
+
+    const std::vector<DeviceFacts> devices = have_env ? devices_of(env) : std::vector<DeviceFacts>{};
+    std::vector<Waiver> waivers;
+    if (read_text(dir + "/waivers.tsv", &waivers_txt)) {
+        if (!parse_waivers(waivers_txt, "waivers.tsv", &waivers, &err)) p.add(err);
+        else if (have_mp) check_waivers(results, waivers, mp, devices, p);
+    }
+    if (have_caps && have_env) check_capabilities(results, caps, env, p);
+    if (read_text(dir + "/junit.xml", &junit)) check_junit(results, junit, p);
+    if (have_env) check_environment(results, env, p);
+    check_bench(dir, results, p);
+    check_report(dir, summary_txt, p);
+    if (require_qualified && have_mp) check_qualified(results, mp, p);
+
+    if (!p.list.empty()) {
+        std::printf("xmc verify: %s: %zu problem(s)\n", dir.c_str(), p.list.size());
+        return 1;
+    }
+    int must_failed = 0;
+    for (const auto &r : results["requirements"])
+        must_failed += mp.contains(r.value("id", "")) && r.value("verdict", "") == "failed";
+    std::printf("xmc verify: %s: complete and consistent (backend %s %s, suite %s, %zu requirements, %zu must-pass)\n",
+                dir.c_str(), results["backend"].value("name", "").c_str(), results["backend"].value("version", "").c_str(),
+                made_by.c_str(), results["requirements"].size(), mp.ids.size());
+    std::printf("xmc verify: %s\n", must_failed ? (std::to_string(must_failed) + " must-pass requirement(s) failed: the "
+                                                   "backend does not qualify (see report.html)").c_str()
+                                                : "every must-pass requirement passed, was waived or is unsupported for a declared reason");
+    return 0;
+}
+
+} // namespace xmc::conformance

@@ -1,0 +1,30 @@
+// xmc verify DIR: checks that a qualification package is complete and
+// consistent (SPEC 9). Every problem is printed with its reason; the exit
+// status is 0 (no problem), 1 (problems) or 2 (DIR is not there).
+//
+// The checks, each with its own reason (docs/qualify.md lists them):
+//   files      every file of the package is present and its JSON parses
+//   suite      the package's format and suite version are this xmc's
+//   summary    summary.txt, results.json's summary and the verdicts agree
+//   verdicts   each verdict agrees with its tests' outcomes; a log per run requirement
+//   mustpass   mustpass.txt is the checked-in union for the declared capabilities,
+//              and every must-pass requirement has a result
+//   waivers    waivers.tsv parses; waivers apply only to must-pass requirements;
+//              a waived verdict has its waiver; no waived requirement passed
+//   capabilities  capabilities.json, results.json and environment.json name
+//              the same backend and capability set; unsupported exactly where
+//              a capability is not declared; the library, where present, agrees
+//   junit      junit.xml holds the same requirements and outcomes
+//   environment  suite version and revision, OS, compiler, devices recorded
+//   bench      bench.json present exactly when --bench ran; ratios match figures
+//   report     report.html and report.md show the summary; their plots exist
+// --qualified also requires every must-pass requirement to have passed, been
+// waived, or be unsupported for a declared reason (no device, no driver).
+#pragma once
+#include <string>
+
+namespace xmc::conformance {
+
+int verify(const std::string &dir, bool require_qualified);
+
+} // namespace xmc::conformance
