@@ -364,7 +364,9 @@ int main(int argc, char **argv) {
         // and one granule's full cycle against the raw driver calls.
         xmc_pin_result src{};
         xmc_stream *vs = nullptr;
-        if (api->pin_alloc(inst, bytes, 4096, XMC_NO_DEVICE, &src) == XMC_OK &&
+        // Registered with device 0, as a reload source is in practice: an
+        // unregistered source copies at pageable speed.
+        if (api->pin_alloc(inst, bytes, 4096, 0, &src) == XMC_OK &&
             api->stream_create(inst, 0, &vs) == XMC_OK) {
             std::memset(src.base, 0x3c, bytes);
             xmc_slot *slot = nullptr;

@@ -33,6 +33,7 @@ int usage() {
     std::cerr << "usage:\n"
                  "  xmc list-backends\n"
                  "  xmc list-requirements [--check]\n"
+                 "  xmc list-devices --backend NAME|PATH\n"
                  "  xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]\n"
                  "              [--timeout SECONDS] [--expect-fail ID[,ID...]] [--bench [--bench-sizes 1M,16M,...]]\n"
                  "  xmc verify DIR [--qualified]\n"
@@ -69,6 +70,34 @@ int mustpass_command(bool check) {
     for (const auto &pr : problems) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
     std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s\n", problems.size(), suite_version());
     return problems.empty() ? 0 : 1;
+}
+
+// The devices a backend reports, one line each: "device <index> <uuid> <name>".
+int list_devices(const std::string &name) {
+    std::string err;
+    const LoadedBackend *b = load_backend(name.empty() ? "host" : name, &err);
+    if (!b) {
+        std::fprintf(stderr, "xmc list-devices: %s\n", err.c_str());
+        return 2;
+    }
+    xmc_instance *inst = nullptr;
+    xmc_open_params p{sizeof p, nullptr};
+    if (b->api->open(&p, &inst) != XMC_OK) {
+        std::fprintf(stderr, "xmc list-devices: cannot open backend %s\n", b->api->name);
+        return 2;
+    }
+    int32_t n = 0;
+    if (b->api->device_count(inst, &n) != XMC_OK) n = 0;
+    for (int32_t i = 0; i < n; ++i) {
+        xmc_device_info d{};
+        if (b->api->device_info(inst, i, &d) != XMC_OK) continue;
+        std::printf("device %d ", i);
+        for (int k = 0; k < 16; ++k) std::printf("%02x", d.uuid[k]);
+        std::printf(" %s\n", d.name);
+    }
+    std::printf("xmc: backend %s reports %d device(s)\n", b->api->name, n);
+    b->api->close(inst);
+    return 0;
 }
 
 int list_backends() {
@@ -193,6 +222,7 @@ int main(int argc, char **argv) {
     if (!backend.empty()) selected_backends() = {backend};
 
     if (cmd == "list-backends") return list_backends();
+    if (cmd == "list-devices") return list_devices(backend);
     if (cmd == "list-requirements") {
         const bool check = take_switch(argc, argv, "--check");
         ::testing::InitGoogleTest(&argc, argv);
