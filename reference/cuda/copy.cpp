@@ -8,7 +8,7 @@
 //   - otherwise one cuMemcpy2DAsync_v2 per slice.
 // Host, pinned and registered memory are CU_MEMORYTYPE_HOST (the driver finds
 // page-locked memory itself), device memory is CU_MEMORYTYPE_DEVICE.
-#include "../host/copy_desc.hpp"
+#include "copy_desc.hpp"
 #include "cuda.hpp"
 
 #include <cstring>

@@ -10,7 +10,7 @@
 //     zeCommandListAppendMemoryCopy per row, in order.
 // Host, pinned, registered and device memory are all plain pointers to the
 // driver (unified addressing); the kinds only matter for the checks.
-#include "../host/copy_desc.hpp"
+#include "copy_desc.hpp"
 #include "ze.hpp"
 
 namespace xmc::ze {
