@@ -44,7 +44,8 @@
  *             suffix (cuMemHostRegister and cuMemHostRegister_v2 are the same
  *             entry), or '*' for every entry point (fail and delay only)
  *   ARG    := for fail:        a CUresult name (CUDA_ERROR_OUT_OF_MEMORY) or
- *                              its number (2); the call returns it and does nothing
+ *                              its number (2; at most 1023, the range of CUresult);
+ *                              the call returns it and does nothing
  *             for delay:       microseconds (0..60000000) to sleep before the
  *                              call does its work
  *             for nonidentity: a non-zero byte offset (decimal or 0x hex, below
@@ -88,6 +89,15 @@
  *     child's exit does not wait for the parent's workers.
  *   - Streams hold their ops until run; cuStreamDestroy returns at once and
  *     the queued work still runs. Copies run under the fake's one mutex.
+ *   - Host functions of ALL streams run on one process-wide callback thread,
+ *     one at a time, in the order their streams reach them (as recorded on
+ *     the real driver): a host function that blocks holds every other
+ *     stream's host functions, though not their copies, records and waits.
+ *   - cuStreamWaitValue32 / cuStreamWriteValue32 (the _v2 symbols) take a
+ *     device address: device memory, a VMM mapping, or registered host memory
+ *     through cuMemHostGetDevicePointer; plain host memory is
+ *     CUDA_ERROR_INVALID_VALUE. A wait re-reads the word every 50 us, so a
+ *     plain host store to registered memory releases it.
  */
 #ifndef XMC_FAKE_CUDA_CONTROL_H
 #define XMC_FAKE_CUDA_CONTROL_H

@@ -85,8 +85,12 @@ const std::vector<EntryPoint>& entry_points() {
         XMC_FAKE_ENTRY(cuLaunchHostFunc) XMC_FAKE_ENTRY(cuMemcpyAsync) XMC_FAKE_ENTRY(cuMemcpyHtoDAsync)
         XMC_FAKE_ENTRY(cuMemcpyDtoHAsync) XMC_FAKE_ENTRY(cuMemcpyDtoDAsync) XMC_FAKE_ENTRY(cuMemcpy2DAsync)
         XMC_FAKE_ENTRY(cuMemcpy3DAsync) XMC_FAKE_ENTRY(cuMemcpyPeerAsync) XMC_FAKE_ENTRY(cuMemsetD8Async)
+        XMC_FAKE_ENTRY(cuMemcpy3DPeerAsync)  // fake_cuda_peer.cpp
         XMC_FAKE_ENTRY(cuMemcpy) XMC_FAKE_ENTRY(cuMemcpyHtoD) XMC_FAKE_ENTRY(cuMemcpyDtoH)
         XMC_FAKE_ENTRY(cuMemcpyDtoD) XMC_FAKE_ENTRY(cuMemsetD8)
+        // stream memory operations (fake_cuda_stream.cpp): the CUDA 12 _v2 symbols
+        {"cuStreamWaitValue32", "cuStreamWaitValue32_v2", reinterpret_cast<void*>(&cuStreamWaitValue32_v2), 11070},
+        {"cuStreamWriteValue32", "cuStreamWriteValue32_v2", reinterpret_cast<void*>(&cuStreamWriteValue32_v2), 11070},
         // virtual memory management (fake_cuda_vmm.cpp)
         XMC_FAKE_ENTRY(cuMemGetAllocationGranularity) XMC_FAKE_ENTRY(cuMemAddressReserve)
         XMC_FAKE_ENTRY(cuMemAddressFree) XMC_FAKE_ENTRY(cuMemCreate) XMC_FAKE_ENTRY(cuMemRelease)
@@ -229,10 +233,10 @@ bool parse_rule(std::string_view text, FaultRule& r, std::string& why) {
             CUresult code = CUDA_SUCCESS;
             if (result_from_name(arg, &code)) {
                 r.arg = code;
-            } else if (parse_number(arg, 0x7fffffff, false, &n)) {
+            } else if (parse_number(arg, 1023, false, &n)) {  // CUresult's range: no code above 999
                 r.arg = static_cast<int64_t>(n);
             } else {
-                why = "unknown CUresult " + quote(arg) + " (a CUDA_ERROR_* name or a number)";
+                why = "unknown CUresult " + quote(arg) + " (a CUDA_ERROR_* name or a number 1..1023)";
                 return false;
             }
             if (r.arg == CUDA_SUCCESS) {

@@ -117,14 +117,28 @@ struct Mapping {  // cuMemMap
     std::map<int, unsigned> access;   // device ordinal -> CUmemAccess_flags
 };
 
+// A host function handed by a stream worker to the process-wide callback
+// thread (see fake_cuda_stream.cpp); the worker waits for `done`.
+struct HostCall {
+    CUhostFn fn = nullptr;
+    void* user = nullptr;
+    bool done = false;       // it ran
+    bool cancelled = false;  // its stream was abandoned before it started: skip it
+};
+
 // One unit of stream work, run in order by the stream's worker.
 struct Op {
-    enum class Kind { copy, host_fn, record, wait } kind = Kind::copy;
+    enum class Kind { copy, host_fn, record, wait, wait_value, write_value } kind = Kind::copy;
     std::function<CUresult()> copy;  // runs under the mutex; an error becomes the sticky error
     CUhostFn fn = nullptr;
     void* user = nullptr;
     std::shared_ptr<Event> event;
     uint64_t gen = 0;  // record: the generation it completes; wait: the generation awaited
+    // wait_value / write_value (cuStreamWaitValue32 / cuStreamWriteValue32):
+    // the device address of the 32-bit word, the operand and the flags.
+    uintptr_t addr = 0;
+    uint32_t value = 0;
+    unsigned flags = 0;
 };
 
 struct Stream {
@@ -211,6 +225,13 @@ struct State {
     std::map<uint64_t, PhysHandle> handles;
     std::map<uintptr_t, Mapping> mappings;              // by va
 
+    // Host functions of every stream run on this one thread, one at a time,
+    // in the order their streams reach them (as on the real driver).
+    std::deque<std::shared_ptr<HostCall>> host_calls;
+    std::thread callback_thread;
+    bool callback_running = false;  // a host function is running now
+    bool callback_stop = false;
+
     std::vector<FaultRule> rules;
     bool rules_from_api = false;
     std::map<std::string, uint64_t, std::less<>> calls;  // by base name
@@ -264,6 +285,10 @@ std::shared_ptr<Stream> find_stream_locked(CUstream s, CUresult* err);
 std::shared_ptr<Stream> make_stream_locked(uint64_t handle, uint64_t ctx, unsigned flags);
 void wait_idle_locked(std::unique_lock<std::mutex>& lk, const std::shared_ptr<Stream>& s);
 void retire_stream_locked(const std::shared_ptr<Stream>& s);  // stop after draining, join later
+// Stops the callback thread once the host function it runs (if any) returns;
+// queued ones are dropped. Releases and reacquires lk. With a timeout, a
+// thread still stuck in a host function after it is detached (unload).
+void stop_callback_thread_locked(std::unique_lock<std::mutex>& lk, std::chrono::milliseconds timeout);
 void reap_retired_locked();                                   // join retired workers that exited
 
 // Destroys a context's resources (streams drained first; frees what the

@@ -314,6 +314,7 @@ __attribute__((destructor)) void on_unload() {
         else
             s->worker.detach();
     }
+    stop_callback_thread_locked(lk, std::chrono::seconds(5));
 }
 
 }  // namespace
@@ -404,6 +405,8 @@ void free_all_locked(std::unique_lock<std::mutex>& lk) {
     g.cv.wait(lk, [&] { return std::all_of(all.begin(), all.end(), [](auto& s) { return s->exited; }); });
     for (auto& s : all)
         if (s->worker.joinable()) s->worker.join();
+    // A host function already running is waited for (its stream is gone).
+    stop_callback_thread_locked(lk, std::chrono::hours(24));
     g.streams.clear();
     g.retired.clear();
     g.events.clear();

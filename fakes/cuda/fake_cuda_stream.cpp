@@ -1,11 +1,24 @@
-// Streams, events, host functions and copies.
+// Streams, events, host functions, stream memory operations and copies.
 //
 // Each stream has one worker thread that runs its ops in order. An op stays
 // at the front of the queue until it has finished, so "queue empty" means
 // "stream idle". Copies and memsets run under the state mutex (so a VMM unmap
-// cannot happen in the middle of one); a host function runs without it, on
-// the worker, with the thread marked as a host-callback thread (every driver
-// call from it is refused with CUDA_ERROR_NOT_PERMITTED).
+// cannot happen in the middle of one).
+//
+// Host functions (cuLaunchHostFunc) run as on the real driver (measured on
+// H200, driver 580): every stream's on ONE process-wide callback thread, one
+// at a time, in the order their streams reach them. A host function that
+// blocks therefore holds the host functions of every other stream (not their
+// copies, records or waits). The stream's worker hands the function to that
+// thread and waits for it; the callback thread runs it without the state
+// mutex, marked as a host-callback thread (every driver call from it is
+// refused with CUDA_ERROR_NOT_PERMITTED).
+//
+// cuStreamWaitValue32 holds the stream until a 32-bit word at a device
+// address (device memory, a VMM mapping, or registered host memory through
+// its device address) satisfies the condition; the worker re-reads the word
+// every 50 us, as the GPU polls it, so a plain host store releases it.
+// cuStreamWriteValue32 stores to such a word in stream order.
 //
 // Events: cuEventRecord issues a new generation and queues an op that
 // completes it; cuStreamWaitEvent waits for the generation issued at the time
@@ -20,6 +33,7 @@
 // error CUDA_ERROR_ILLEGAL_ADDRESS, like a GPU fault. After a sticky error,
 // copies in that context are skipped; records and host functions still run,
 // so nobody waits forever.
+#include <atomic>
 #include <cstring>
 
 #include "fake_cuda_internal.h"
@@ -27,6 +41,55 @@
 namespace xmc_fake {
 
 namespace {
+
+// The process-wide callback thread: runs queued host functions one at a time.
+void callback_main() {
+    State& g = state();
+    std::unique_lock<std::mutex> lk(g.mu);
+    for (;;) {
+        g.cv.wait(lk, [&] { return g.callback_stop || !g.host_calls.empty(); });
+        if (g.callback_stop) return;
+        std::shared_ptr<HostCall> call = g.host_calls.front();
+        g.host_calls.pop_front();
+        if (call->cancelled) continue;
+        g.callback_running = true;
+        lk.unlock();  // never hold the lock while user code runs
+        set_in_host_callback(true);
+        call->fn(call->user);
+        set_in_host_callback(false);
+        lk.lock();
+        g.callback_running = false;
+        call->done = true;
+        g.cv.notify_all();
+    }
+}
+
+// Runs a host function on the callback thread (started on first use) and
+// waits for it, or for the stream to be abandoned.
+void run_host_fn_locked(std::unique_lock<std::mutex>& lk, Stream* s, CUhostFn fn, void* user) {
+    State& g = state();
+    if (!g.callback_thread.joinable()) {
+        g.callback_stop = false;
+        g.callback_thread = std::thread(callback_main);
+    }
+    auto call = std::make_shared<HostCall>();
+    call->fn = fn;
+    call->user = user;
+    g.host_calls.push_back(call);
+    g.cv.notify_all();
+    g.cv.wait(lk, [&] { return call->done || s->abandon; });
+    if (!call->done) call->cancelled = true;  // dropped if not started; a running one finishes
+}
+
+// True when the word satisfies cuStreamWaitValue32's condition.
+bool value_ready(uint32_t word, uint32_t value, unsigned flags) {
+    switch (flags & ~static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH)) {
+        case CU_STREAM_WAIT_VALUE_GEQ: return static_cast<int32_t>(word - value) >= 0;
+        case CU_STREAM_WAIT_VALUE_EQ: return word == value;
+        case CU_STREAM_WAIT_VALUE_AND: return (word & value) != 0;
+        default: return ~(word | value) != 0;  // CU_STREAM_WAIT_VALUE_NOR
+    }
+}
 
 void worker_main(Stream* s) {
     State& g = state();
@@ -59,14 +122,33 @@ void worker_main(Stream* s) {
                 if (op.event->completed < op.gen) op.event->completed = op.gen;
                 op.event->when = std::chrono::steady_clock::now();
                 break;
-            case Op::Kind::host_fn: {
-                CUhostFn fn = op.fn;
-                void* user = op.user;
-                lk.unlock();  // never hold the lock while user code runs
-                set_in_host_callback(true);
-                fn(user);
-                set_in_host_callback(false);
-                lk.lock();
+            case Op::Kind::host_fn:
+                run_host_fn_locked(lk, s, op.fn, op.user);
+                break;
+            case Op::Kind::wait_value:
+            case Op::Kind::write_value: {
+                // The word is resolved each time (its memory may go away, as
+                // on a GPU: then the context gets the sticky fault).
+                const uintptr_t addr = op.addr;
+                const uint32_t value = op.value;
+                const unsigned flags = op.flags;
+                const bool write = op.kind == Op::Kind::write_value;
+                for (;;) {
+                    Context* c = find_ctx_locked(s->ctx);
+                    if (s->abandon || c == nullptr || c->sticky != CUDA_SUCCESS) break;
+                    const uintptr_t h = device_to_host_locked(addr, sizeof(uint32_t));
+                    if (h == 0) {
+                        c->sticky = CUDA_ERROR_ILLEGAL_ADDRESS;
+                        break;
+                    }
+                    std::atomic_ref<uint32_t> word(*reinterpret_cast<uint32_t*>(h));
+                    if (write) {
+                        word.store(value, std::memory_order_release);
+                        break;
+                    }
+                    if (value_ready(word.load(std::memory_order_acquire), value, flags)) break;
+                    g.cv.wait_for(lk, std::chrono::microseconds(50));
+                }
                 break;
             }
         }
@@ -124,6 +206,25 @@ void retire_stream_locked(const std::shared_ptr<Stream>& s) {
     s->stop = true;
     state().retired.push_back(s);
     state().cv.notify_all();
+}
+
+void stop_callback_thread_locked(std::unique_lock<std::mutex>& lk, std::chrono::milliseconds timeout) {
+    State& g = state();
+    if (!g.callback_thread.joinable()) return;
+    g.host_calls.clear();  // their streams are being abandoned
+    if (!g.cv.wait_for(lk, timeout, [&] { return !g.callback_running; })) {
+        g.callback_stop = true;  // it exits when the stuck host function returns
+        g.callback_thread.detach();
+        g.cv.notify_all();
+        return;
+    }
+    g.callback_stop = true;
+    g.cv.notify_all();
+    std::thread t = std::move(g.callback_thread);
+    lk.unlock();
+    t.join();
+    lk.lock();
+    g.callback_stop = false;
 }
 
 void reap_retired_locked() {
@@ -241,6 +342,46 @@ XMC_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, uns
         g.cv.notify_all();
     }
     return CUDA_SUCCESS;
+}
+
+namespace {
+// Validates and queues a cuStreamWaitValue32 / cuStreamWriteValue32.
+CUresult push_value_op(CUstream hs, Op::Kind kind, CUdeviceptr addr, uint32_t value, unsigned flags) {
+    // Recorded in cuda.h: the word must be 4-byte aligned.
+    if (addr == 0 || addr % 4 != 0) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hs, &err);
+    if (!s) return err;
+    // The device must reach the word: device memory, a mapping, or host
+    // memory registered (by its device address). Plain host memory is refused.
+    if (device_to_host_locked(addr, sizeof(uint32_t)) == 0) return CUDA_ERROR_INVALID_VALUE;
+    Op op;
+    op.kind = kind;
+    op.addr = addr;
+    op.value = value;
+    op.flags = flags;
+    s->queue.push_back(std::move(op));
+    g.cv.notify_all();
+    return CUDA_SUCCESS;
+}
+}  // namespace
+
+XMC_FAKE_EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                                unsigned int flags) {
+    FAKE_ENTER("cuStreamWaitValue32_v2");
+    const unsigned cond = flags & ~static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH);
+    if (cond > CU_STREAM_WAIT_VALUE_NOR) return CUDA_ERROR_INVALID_VALUE;
+    return push_value_op(stream, Op::Kind::wait_value, addr, value, flags);
+}
+
+XMC_FAKE_EXPORT CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, cuuint32_t value,
+                                                 unsigned int flags) {
+    FAKE_ENTER("cuStreamWriteValue32_v2");
+    if ((flags & ~static_cast<unsigned>(CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER)) != 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    return push_value_op(stream, Op::Kind::write_value, addr, value, flags);
 }
 
 XMC_FAKE_EXPORT CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
@@ -417,17 +558,23 @@ CUresult execute(const Plan& p) {
 CUresult enqueue(CUstream hs, Plan p) {
     if (!compute_span(p.dst, p) || (!p.is_memset && !compute_span(p.src, p))) return CUDA_ERROR_INVALID_VALUE;
     State& g = state();
-    std::lock_guard<std::mutex> lk(g.mu);
+    std::unique_lock<std::mutex> lk(g.mu);
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hs, &err);
     if (!s) return err;
     if (p.width == 0 || p.rows == 0 || p.depth == 0) return CUDA_SUCCESS;
     if (resolve(p.dst) == 0 || (!p.is_memset && resolve(p.src) == 0)) return CUDA_ERROR_INVALID_VALUE;
+    // The real driver (580, H200) returns from a copy from device memory into
+    // pageable host memory only once the copy is done, so such a copy on a
+    // stream held by a blocking host function waits for that function.
+    const bool into_pageable = !p.is_memset && !p.dst.device && device_to_host_locked(p.dst.start, p.dst.span) == 0 &&
+                               (p.src.device || device_to_host_locked(p.src.start, p.src.span) != 0);
     Op op;
     op.kind = Op::Kind::copy;
     op.copy = [p] { return execute(p); };
     s->queue.push_back(std::move(op));
     g.cv.notify_all();
+    if (into_pageable) wait_idle_locked(lk, s);
     return CUDA_SUCCESS;
 }
 

@@ -44,7 +44,8 @@ namespace {
     X(cuMemcpyAsync) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemcpyDtoDAsync)                   \
     X(cuMemcpy2DAsync) X(cuMemcpy3DAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuMemcpyHtoD)     \
     X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree)       \
-    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAccess)
+    X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAccess)     \
+    X(cuStreamWaitValue32) X(cuStreamWriteValue32)
 
 struct Api {
 #define MEMBER(name) decltype(&::name) name = nullptr;
@@ -531,7 +532,12 @@ TEST_F(FakeCuda, StreamsRunInOrderAndEventsOrderAcrossStreams) {
     LogStep a1{&log, 1}, a2{&log, 2}, b1{&log, 3};
     CUdeviceptr buf = 0;
     ASSERT_EQ(a.cuMemAlloc(&buf, 256), CUDA_SUCCESS);
-    std::vector<unsigned char> src(256, 0x11), dst(256, 0);
+    // dst is registered: into pageable memory the copy would return only when
+    // done, so the call itself would wait for the gate (as on the real driver).
+    std::vector<unsigned char> src(256, 0x11);
+    Pages dst_pages(1);
+    ASSERT_EQ(a.cuMemHostRegister(dst_pages.p, dst_pages.bytes, 0), CUDA_SUCCESS);
+    auto* dst = reinterpret_cast<unsigned char*>(dst_pages.p);
 
     ASSERT_EQ(a.cuEventRecord(t0, s1), CUDA_SUCCESS);
     ASSERT_EQ(a.cuLaunchHostFunc(s1, wait_gate, &gate), CUDA_SUCCESS);
@@ -544,8 +550,11 @@ TEST_F(FakeCuda, StreamsRunInOrderAndEventsOrderAcrossStreams) {
     ASSERT_EQ(a.cuStreamWaitEvent(s2, never, 0), CUDA_SUCCESS);
     ASSERT_EQ(a.cuStreamWaitEvent(s2, e, 0), CUDA_SUCCESS);
     ASSERT_EQ(a.cuLaunchHostFunc(s2, log_id, &b1), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuMemcpyDtoHAsync(dst.data(), buf, dst.size(), s2), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemcpyDtoHAsync(dst, buf, src.size(), s2), CUDA_SUCCESS);
 
+    // t0 is before the gate: once it completed, the gate holds t1 for 20 ms
+    // at least, however late a loaded machine ran s1's worker.
+    ASSERT_EQ(a.cuEventSynchronize(t0), CUDA_SUCCESS);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     EXPECT_EQ(a.cuStreamQuery(s1), CUDA_ERROR_NOT_READY);
     EXPECT_EQ(a.cuStreamQuery(s2), CUDA_ERROR_NOT_READY);
@@ -557,7 +566,8 @@ TEST_F(FakeCuda, StreamsRunInOrderAndEventsOrderAcrossStreams) {
     ASSERT_EQ(a.cuStreamSynchronize(s2), CUDA_SUCCESS);
     ASSERT_EQ(a.cuEventSynchronize(t1), CUDA_SUCCESS);
     EXPECT_EQ(log, (std::vector<int>{1, 2, 3}));
-    EXPECT_EQ(dst, src);
+    EXPECT_EQ(std::vector<unsigned char>(dst, dst + src.size()), src);
+    EXPECT_EQ(a.cuMemHostUnregister(dst_pages.p), CUDA_SUCCESS);
     EXPECT_EQ(a.cuEventQuery(e), CUDA_SUCCESS);
     ASSERT_EQ(a.cuEventElapsedTime(&ms, t0, t1), CUDA_SUCCESS);
     EXPECT_GE(ms, 15.0f);
@@ -569,6 +579,117 @@ TEST_F(FakeCuda, StreamsRunInOrderAndEventsOrderAcrossStreams) {
     EXPECT_EQ(a.cuStreamDestroy(s2), CUDA_SUCCESS);
     EXPECT_EQ(a.cuStreamDestroy(s2), CUDA_ERROR_INVALID_HANDLE);
     EXPECT_EQ(a.cuMemFree(buf), CUDA_SUCCESS);
+    release(0);
+}
+
+// As on the real driver (H200, driver 580): host functions of all streams
+// run on one thread, one at a time; a blocked one holds the others' host
+// functions, but not their copies and records.
+TEST_F(FakeCuda, HostFunctionsOfAllStreamsRunOneAtATimeOnOneThread) {
+    retain(0);
+    CUstream s1 = nullptr, s2 = nullptr;
+    CUevent e = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+    std::vector<int> log;
+    struct Held {
+        std::promise<void> started;
+        Gate gate;
+    } held;
+    LogStep b1{&log, 1};
+    auto hold = [](void* u) {
+        auto* h = static_cast<Held*>(u);
+        h->started.set_value();
+        h->gate.opened.wait();
+    };
+    Gate& gate = held.gate;
+    ASSERT_EQ(a.cuLaunchHostFunc(s1, hold, &held), CUDA_SUCCESS);
+    held.started.get_future().wait();  // the callback thread is in it now
+    ASSERT_EQ(a.cuEventRecord(e, s2), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuLaunchHostFunc(s2, log_id, &b1), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventSynchronize(e), CUDA_SUCCESS);  // s2's record is not held
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_EQ(a.cuStreamQuery(s2), CUDA_ERROR_NOT_READY) << "s2's host function ran beside a blocked one";
+    EXPECT_TRUE(log.empty());
+    gate.open.set_value();
+    ASSERT_EQ(a.cuStreamSynchronize(s2), CUDA_SUCCESS);
+    EXPECT_EQ(log, std::vector<int>{1});
+    EXPECT_EQ(a.cuEventDestroy(e), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s2), CUDA_SUCCESS);
+    release(0);
+}
+
+// cuStreamWaitValue32 on registered host memory holds the stream until a
+// plain host store satisfies it; cuStreamWriteValue32 stores in stream order;
+// unregistered host memory and misaligned words are refused.
+TEST_F(FakeCuda, StreamWaitValueHoldsTheStreamUntilTheHostWordIsSet) {
+    retain(0);
+    Pages host(1);
+    ASSERT_EQ(a.cuMemHostRegister(host.p, host.bytes, CU_MEMHOSTREGISTER_DEVICEMAP), CUDA_SUCCESS);
+    CUdeviceptr word = 0;
+    ASSERT_EQ(a.cuMemHostGetDevicePointer(&word, host.p, 0), CUDA_SUCCESS);
+    auto* w = reinterpret_cast<volatile uint32_t*>(host.p);
+    *w = 0;
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    Pages plain(1);
+    EXPECT_EQ(a.cuStreamWaitValue32(s, reinterpret_cast<CUdeviceptr>(plain.p), 1, CU_STREAM_WAIT_VALUE_GEQ),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuStreamWaitValue32(s, word + 2, 1, CU_STREAM_WAIT_VALUE_GEQ), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuStreamWaitValue32(s, word, 1, 7), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuStreamWaitValue32(s, word, 2, CU_STREAM_WAIT_VALUE_GEQ), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamWriteValue32(s, word + 4, 9, CU_STREAM_WRITE_VALUE_DEFAULT), CUDA_SUCCESS);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(a.cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    *w = 1;  // not yet: 1 < 2
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(a.cuStreamQuery(s), CUDA_ERROR_NOT_READY);
+    EXPECT_EQ(w[1], 0u) << "the write ran before the wait it follows";
+    *w = 2;
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(w[1], 9u);
+    ASSERT_EQ(a.cuStreamWaitValue32(s, word, 2, CU_STREAM_WAIT_VALUE_EQ), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.set_faults("fail:cuStreamWaitValue32:CUDA_ERROR_NOT_SUPPORTED@1"), 0) << last_error();
+    EXPECT_EQ(a.cuStreamWaitValue32(s, word, 0, CU_STREAM_WAIT_VALUE_GEQ), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(a.set_faults(""), 0);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(host.p), CUDA_SUCCESS);
+    release(0);
+}
+
+// As on the real driver (H200, driver 580): a copy from device memory into
+// pageable host memory returns only once it is done, so on a stream held by a
+// blocking host function the call itself waits for the function; into
+// registered memory it returns at once.
+TEST_F(FakeCuda, ACopyIntoPageableMemoryReturnsOnlyWhenDone) {
+    retain(0);
+    CUdeviceptr dev = 0;
+    ASSERT_EQ(a.cuMemAlloc(&dev, 4096), CUDA_SUCCESS);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemsetD8Async(dev, 0x5a, 4096, s), CUDA_SUCCESS);
+    Pages reg(1), plain(1);
+    ASSERT_EQ(a.cuMemHostRegister(reg.p, reg.bytes, 0), CUDA_SUCCESS);
+    Gate gate;
+    ASSERT_EQ(a.cuLaunchHostFunc(s, wait_gate, &gate), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemcpyDtoHAsync(reg.p, dev, 4096, s), CUDA_SUCCESS);  // registered: returns at once
+    std::atomic<bool> returned{false};
+    std::thread t([&] {
+        EXPECT_EQ(a.cuMemcpyDtoHAsync(plain.p, dev, 4096, s), CUDA_SUCCESS);
+        returned = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(returned.load()) << "a copy into pageable memory returned before the held stream ran it";
+    gate.open.set_value();
+    t.join();
+    EXPECT_EQ(reinterpret_cast<unsigned char*>(plain.p)[4095], 0x5a) << "returned, but the bytes are not there";
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemHostUnregister(reg.p), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(dev), CUDA_SUCCESS);
     release(0);
 }
 

@@ -37,7 +37,8 @@
  *           | *      every call (same as 1+)
  *   action := RESULT        the call returns this ze_result_t and has no other effect;
  *                           RESULT is a name (ZE_RESULT_ERROR_DEVICE_LOST) or a number
- *                           (decimal, or hex with 0x, e.g. 0x70000002)
+ *                           (decimal, or hex with 0x, e.g. 0x70000002; at most
+ *                           0x7fffffff, the range of ze_result_t)
  *           | delay=MS      sleep MS milliseconds (0..600000), then run the call normally
  *           | nonidentity   zeMemAllocHost only: an external-memmap registration succeeds
  *                           but returns an address other than pSystemMemory (a private

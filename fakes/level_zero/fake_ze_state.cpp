@@ -147,7 +147,7 @@ bool parse_result(const std::string& s, ze_result_t& out) {
             return true;
         }
     uint64_t v = 0;
-    if (parse_u64(s, v, true) && v <= 0xffffffffu) {
+    if (parse_u64(s, v, true) && v <= 0x7fffffffu) {  // ze_result_t's range (its largest is 0x7fffffff)
         out = static_cast<ze_result_t>(v);
         return true;
     }
