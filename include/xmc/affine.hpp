@@ -195,7 +195,8 @@ using ReplicaSelector = std::function<int(const std::vector<int>& candidates, co
 Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets = {},
                   const ReplicaSelector& selector = nullptr);
 
-// 64-bit FNV-1a over the shape and every segment field, in canonical order.
+// A 64-bit FNV-1a-style hash (a 64-bit word per step) over the shape and every segment field, in
+// canonical order.
 uint64_t plan_digest(const std::vector<int64_t>& shape, const std::vector<Segment>& segments);
 // What ranks compare before a transfer (AFF-AGREE): the plan, the element size and the staging
 // budget (seed bug: a digest that ignored the element type let ranks disagree silently).

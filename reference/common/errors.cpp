@@ -2,19 +2,42 @@
 
 #include <atomic>
 #include <cstdarg>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <shared_mutex>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace {
 std::atomic<uint64_t> next_id{1};
 // Thread-local so concurrent calls never see each other's errors; keyed by
 // instance id (never reused) so a closed instance's slot cannot alias a new one.
 thread_local std::unordered_map<uint64_t, xmc_error_info> slots;
+
+// The live instances of this library (instance_live). Leaked on purpose: an
+// instance closed by a static destructor at exit must still find the set.
+struct LiveSet {
+    std::shared_mutex mu;
+    std::unordered_set<const xmc_instance *> set;
+};
+LiveSet &live() {
+    static LiveSet *l = new LiveSet;
+    return *l;
+}
 } // namespace
 
-xmc_instance::xmc_instance() : id(next_id.fetch_add(1)) {}
-xmc_instance::~xmc_instance() = default;
+xmc_instance::xmc_instance() : id(next_id.fetch_add(1)) {
+    LiveSet &l = live();
+    std::lock_guard<std::shared_mutex> lock(l.mu);
+    l.set.insert(this);
+}
+xmc_instance::~xmc_instance() {
+    LiveSet &l = live();
+    std::lock_guard<std::shared_mutex> lock(l.mu);
+    l.set.erase(this);
+}
 
 namespace xmc::be {
 
@@ -35,11 +58,93 @@ xmc_status fail(xmc_instance *inst, xmc_status status, int64_t native_code, cons
 void last_error(xmc_instance *inst, xmc_error_info *out) {
     if (!out) return;
     *out = xmc_error_info{};
-    if (!inst) return;
+    if (!instance_live(inst)) return;
     auto it = slots.find(inst->id);
     if (it != slots.end()) *out = it->second;
 }
 
 const char *status_name(xmc_status s) { return xmc_status_string(s); }
+
+bool instance_live(const xmc_instance *inst) {
+    if (!inst) return false;
+    LiveSet &l = live();
+    std::shared_lock<std::shared_mutex> lock(l.mu);
+    return l.set.count(inst) != 0;
+}
+
+} // namespace xmc::be
+
+namespace xmc::be {
+namespace {
+
+// The table as the backend filled it; the guarded table calls through it.
+xmc_backend &inner_table() {
+    static xmc_backend t{};
+    return t;
+}
+
+// One wrapper per member: M is a pointer to an xmc_backend member whose type
+// is a function pointer taking the instance first.
+template <auto M> struct Guard;
+template <class... A, xmc_status (*xmc_backend::*M)(xmc_instance *, A...)>
+struct Guard<M> {
+    static xmc_status call(xmc_instance *inst, A... args) {
+        if (!instance_live(inst)) return XMC_ERR_INVALID_HANDLE;
+        return (inner_table().*M)(inst, args...);
+    }
+    static void wrap(xmc_backend &t) {
+        if (t.*M) t.*M = &call;
+    }
+};
+
+} // namespace
+
+void guard_table(xmc_backend &t) {
+    // A new member of xmc_backend must be listed below (or, if it takes no
+    // instance or returns no status, in the comment of errors.hpp).
+    static_assert(sizeof(xmc_backend) == offsetof(xmc_backend, transfer_execute) + sizeof t.transfer_execute,
+                  "xmc_backend grew: add its new entry points to guard_table");
+    inner_table() = t;
+#define XMC_GUARD(member) Guard<&xmc_backend::member>::wrap(t)
+    XMC_GUARD(close);
+    XMC_GUARD(device_count);
+    XMC_GUARD(device_info);
+    XMC_GUARD(pin_alloc);
+    XMC_GUARD(pin_free);
+    XMC_GUARD(pin_query);
+    XMC_GUARD(pin_stats);
+    XMC_GUARD(pin_ref);
+    XMC_GUARD(pin_unref);
+    XMC_GUARD(reg_register);
+    XMC_GUARD(reg_unregister);
+    XMC_GUARD(reg_query);
+    XMC_GUARD(stream_create);
+    XMC_GUARD(stream_destroy);
+    XMC_GUARD(stream_synchronize);
+    XMC_GUARD(event_create);
+    XMC_GUARD(event_destroy);
+    XMC_GUARD(event_record);
+    XMC_GUARD(event_synchronize);
+    XMC_GUARD(stream_wait_event);
+    XMC_GUARD(host_callback);
+    XMC_GUARD(dev_alloc);
+    XMC_GUARD(dev_free);
+    XMC_GUARD(copy);
+    XMC_GUARD(slot_create);
+    XMC_GUARD(slot_release);
+    XMC_GUARD(slot_remap);
+    XMC_GUARD(slot_release_batch);
+    XMC_GUARD(slot_remap_batch);
+    XMC_GUARD(request_launch_copy);
+    XMC_GUARD(request_wait);
+    XMC_GUARD(request_adopt);
+    XMC_GUARD(request_query);
+    XMC_GUARD(request_stream_wait);
+    XMC_GUARD(request_destroy);
+    XMC_GUARD(slot_close);
+    XMC_GUARD(device_free_memory);
+    XMC_GUARD(transfer_execute);
+#undef XMC_GUARD
+}
 
 } // namespace xmc::be

@@ -7,6 +7,8 @@
 #include <cstdint>
 
 // The instance every in-tree backend derives from: an id keys the error slots.
+// Constructing one enters it in its library's set of live instances and
+// destroying it removes it (instance_live below).
 struct xmc_instance {
     xmc_instance();
     virtual ~xmc_instance();
@@ -20,7 +22,23 @@ xmc_status fail(xmc_instance *inst, xmc_status status, int64_t native_code, cons
 // Success of a call: the last error is about the last failing call only, so
 // nothing to do; kept as a name for readability at call sites.
 inline xmc_status ok() { return XMC_OK; }
+// Copies this thread's last error on `inst`; all zero (XMC_OK) for an
+// instance that is not live.
 void last_error(xmc_instance *inst, xmc_error_info *out);
 const char *status_name(xmc_status s);
+
+// True when `inst` is an instance of this library that open() made and close()
+// has not destroyed. The pointer is only compared, never dereferenced, so a
+// NULL, foreign or dangling one is safe to ask about. (A closed instance's
+// address can be reused by a later open; it then names that new instance.)
+bool instance_live(const xmc_instance *inst);
+
+// Wraps every entry point of a filled table that takes an instance so that a
+// NULL, closed or foreign instance is refused with XMC_ERR_INVALID_HANDLE
+// before the backend's function runs (there is then no live instance to
+// record the detail on). Called once per library, by its xmc_backend_entry.
+// open, last_error (which checks itself), status_name and reg_align_policy
+// (which returns no status) are left as they are.
+void guard_table(xmc_backend &table);
 
 } // namespace xmc::be

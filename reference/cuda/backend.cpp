@@ -3,6 +3,7 @@
 // qualification can report what is unavailable instead of failing to start.
 #include "cuda.hpp"
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -12,7 +13,10 @@ namespace xmc::cuda {
 
 static xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     if (!out) return XMC_ERR_INVALID_ARGUMENT;
-    if (params && params->struct_size < sizeof(uint32_t)) return XMC_ERR_INVALID_ARGUMENT;
+    // Every member of ABI version 1 must be there (a smaller struct_size would
+    // make `options` a read past the caller's structure); larger is a newer caller.
+    if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
+        return XMC_ERR_INVALID_ARGUMENT;
     // "key=value;key=value": slots' vmm_workers is the only option.
     const std::string opts = params && params->options ? params->options : "";
     std::vector<std::pair<std::string, std::string>> kvs;
@@ -100,7 +104,7 @@ void fill_table(xmc_backend &t) {
     // Declared whatever the driver: a missing driver, device or entry point is
     // reported by the calls (unsupported), never by hiding the capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER | XMC_CAP_STREAM |
-                     XMC_CAP_COPY | XMC_CAP_VMM;
+                     XMC_CAP_COPY | XMC_CAP_VMM | XMC_CAP_TRANSFER;
     t.open = open;
     t.close = close;
     t.device_count = device_count;
@@ -142,6 +146,7 @@ void fill_table(xmc_backend &t) {
     t.request_destroy = request_destroy;
     t.slot_close = slot_close;
     t.device_free_memory = device_free_memory;
+    t.transfer_execute = transfer_execute;
 }
 
 } // namespace xmc::cuda

@@ -30,12 +30,18 @@ namespace xmc::cuda {
     X(cuEventRecord) X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuLaunchHostFunc) X(cuMemAlloc)   \
     X(cuMemFree)
 #define XMC_CU_COPY(X) X(cuMemcpyAsync) X(cuMemcpy2DAsync) X(cuMemcpy3DAsync)
-// Slots (vmm.cpp); cuEventQuery tells the slots' completion thread a copy finished.
+// Slots (vmm.cpp); cuEventQuery tells the slots' watcher thread a stream point or a copy finished,
+// cuStreamQuery that a stream has no work before a request at all.
 #define XMC_CU_VMM(X)                                                                               \
     X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree) X(cuMemCreate)     \
     X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemcpyHtoDAsync) X(cuEventQuery) \
-    X(cuMemGetInfo)
-#define XMC_CU_OPTIONAL(X) X(cuGetErrorName)
+    X(cuMemGetInfo) X(cuStreamQuery)
+// Affine transfer (transfer.cpp): peer copies between the GPUs of one process, and peer access.
+#define XMC_CU_TRANSFER(X)                                                                          \
+    X(cuMemcpyPeerAsync) X(cuMemcpy3DPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)
+// Optional: cuStreamWaitValue32 lets a slot consumer wait GPU-side for a copy
+// not issued yet (vmm.cpp, VMM-EVENT-WAIT); only that wait needs it.
+#define XMC_CU_OPTIONAL(X) X(cuGetErrorName) X(cuStreamWaitValue32)
 
 struct Device {
     CUdevice dev = 0;
@@ -56,6 +62,7 @@ struct Driver {
     XMC_CU_STREAM(XMC_CU_MEMBER)
     XMC_CU_COPY(XMC_CU_MEMBER)
     XMC_CU_VMM(XMC_CU_MEMBER)
+    XMC_CU_TRANSFER(XMC_CU_MEMBER)
     XMC_CU_OPTIONAL(XMC_CU_MEMBER)
 #undef XMC_CU_MEMBER
 
@@ -64,6 +71,7 @@ struct Driver {
     std::string why;          // why not usable, or "" when usable
     std::string missing_register, missing_stream, missing_copy;  // first missing entry point, per group
     std::string missing_vmm;
+    std::string missing_transfer;
     std::vector<Device> devices;  // by xmc index = the driver's ordinal
 
     std::mutex mu;            // guards the fields below and contexts' retains
@@ -179,6 +187,9 @@ bool find_stream(xmc_instance *inst, xmc_stream *handle, Stream *out);
 
 // copy.cpp
 xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
+
+// transfer.cpp
+xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats);
 
 // vmm.cpp
 xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info);

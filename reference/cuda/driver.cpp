@@ -44,12 +44,14 @@ void load(Driver &d) {
 #define XMC_CU_STREAM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_stream);
 #define XMC_CU_COPY_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_copy);
 #define XMC_CU_VMM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_vmm);
+#define XMC_CU_TRANSFER_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_transfer);
 #define XMC_CU_OPT_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &unused);
     XMC_CU_CORE(XMC_CU_CORE_ONE)
     XMC_CU_REGISTER(XMC_CU_REG_ONE)
     XMC_CU_STREAM(XMC_CU_STREAM_ONE)
     XMC_CU_COPY(XMC_CU_COPY_ONE)
     XMC_CU_VMM(XMC_CU_VMM_ONE)
+    XMC_CU_TRANSFER(XMC_CU_TRANSFER_ONE)
     XMC_CU_OPTIONAL(XMC_CU_OPT_ONE)
     if (!missing_core.empty()) {
         d.why = d.library + " does not export " + missing_core + ", which the backend needs";

@@ -38,6 +38,8 @@ static xmc_status unregister_block(const be::PinBlock &block, int64_t *native, c
 void install_pin_hook() { PinRegistry::process().set_release_hook(unregister_block); }
 
 xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
+    // Before anything is allocated: a block whose base cannot be returned would leak.
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
     Driver &d = Driver::get();
     // A device index that cannot exist is bad input, refused before anything
     // is allocated; a device the driver cannot serve degrades (below).

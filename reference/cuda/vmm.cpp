@@ -7,25 +7,33 @@
 // (VMM-STABLE) and copies from a pinned host source with cuMemcpyHtoDAsync
 // on the request's stream (VMM-REMAP-COPY).
 //
-// Order: a host function on the caller's stream marks the point after the
-// stream's prior work (VMM-RELEASE-ORDER) and only hands the request to the
-// workers: no driver call on a callback thread (VMM-CALLBACK). A worker runs
-// only requests whose dependencies are met (a remap after its slots'
-// releases, a release after the copies into its slots), so one worker is
-// enough (VMM-SERIAL). Each copy is followed by an event that the issuing
-// thread records; a completion thread (never a callback) notices it finish
-// with cuEventQuery. A consumer told to wait for copies already issued waits
-// on their events; for copies not issued yet, a host function holds the
-// consumer until the completion thread has seen them finish (VMM-EVENT-WAIT).
-// That hold relies on host functions of different streams running side by
-// side, as the fake's do. A driver may serialize them; then the hold could
-// keep the remap's own stream point from running. On such a driver the
-// consumer must wait GPU-side instead (cuStreamWaitValue32 on a flag the
-// worker writes after the copy with cuStreamWriteValue32), which the fake
-// does not provide yet.
+// Order, without host functions. The real driver runs the host functions of
+// all streams one at a time on one thread (measured on H200, driver 580), so
+// a design that holds a stream in a host function holds every other stream's
+// host functions too. Here nothing runs on a callback thread (VMM-CALLBACK):
+// - A request's place on its stream is an event recorded there at submit. A
+//   watcher thread (a plain thread: driver calls are allowed) polls the
+//   events of every pending point and copy with cuEventQuery, backing off
+//   from 2 us to 100 us while nothing finishes, and hands a reached point to
+//   the workers (VMM-RELEASE-ORDER). Polling, not cuEventSynchronize: a point
+//   held on one stream must not delay noticing the others.
+// - A worker runs only requests whose dependencies are met (a remap after its
+//   slots' releases, a release after the copies into its slots), so one
+//   worker is enough (VMM-SERIAL). After a remap maps, the worker issues the
+//   reload copy and records its event; the watcher sees it finish.
+// - A consumer told to wait for copies already issued waits on their events.
+//   For a copy not issued yet it waits GPU-side: cuStreamWaitValue32 on a
+//   word in registered (device-mapped) host memory, which the backend stores
+//   to from the CPU once the copy has finished or will never run
+//   (VMM-EVENT-WAIT). Word values only grow, so a stream still waiting on an
+//   old value of a reused word is never held by the new one.
 #include "cuda.hpp"
 
+#include <sys/mman.h>
+#include <sys/prctl.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
@@ -72,6 +80,8 @@ struct Request {
     std::vector<const void *> srcs;
     std::vector<CopyState> copies;  // per slot
     std::vector<CUevent> events;    // per slot: recorded after its copy, until the copy is seen done
+    std::vector<int> words;         // per slot: the word a consumer waits on for it (-1: none)
+    std::vector<uint32_t> targets;  // per slot: the value that word gets once the copy is settled
     bool fired = false;
     bool done = false;
     bool adopted = false;
@@ -82,11 +92,21 @@ struct Request {
     uint32_t copies_done = 0;
 };
 
-struct InFlight {  // a copy the completion thread watches
+struct Watched {  // an event the watcher polls: a request's stream point, or a copy's end
+    CUevent ev;
+    CUcontext ctx;
     std::shared_ptr<Request> r;
+    bool point;    // true: r's stream point; false: the copy into slot `index`
     size_t index;
+};
+
+struct PassEvent {  // recorded after a consumer's value waits: the stream has passed them
+    CUevent ev;
     CUcontext ctx;
 };
+
+constexpr size_t kWordBytes = 64 << 10;  // one registered block of wait words
+constexpr int kWords = static_cast<int>(kWordBytes / sizeof(uint32_t));
 
 } // namespace
 
@@ -94,13 +114,20 @@ struct Vmm {
     unsigned workers = 4;
     std::mutex mu;
     std::condition_variable cv;  // every change of a slot or request is announced here
-    uint64_t next_handle = 1;    // never reused, so a stale handle is refused
     std::map<xmc_slot *, std::shared_ptr<Slot>> slots;
     std::map<xmc_request *, std::shared_ptr<Request>> requests;
     std::deque<std::shared_ptr<Request>> jobs;  // fired, not yet run
-    std::vector<InFlight> in_flight;
+    std::vector<Watched> watched;
+    bool watch_fresh = false;  // something was added to `watched`: poll it now
     std::vector<std::thread> threads;
     bool stop = false;
+    // Wait words (VMM-EVENT-WAIT): host memory registered with the driver,
+    // made on first need and unregistered at close.
+    uint32_t *words = nullptr;
+    CUdeviceptr words_dev = 0;
+    CUcontext words_ctx = nullptr;
+    std::vector<int> free_words;
+    std::vector<PassEvent> passes;
 };
 
 std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
@@ -118,6 +145,13 @@ bool vmm_option(Instance *in, const std::string &key, const std::string &value, 
 namespace {
 
 Vmm &vmm_of(xmc_instance *inst) { return *static_cast<Instance *>(inst)->vmm; }
+
+// Slot and request handles: from one process-wide counter, never reused, so
+// a stale handle, or one of another instance, is refused.
+uintptr_t new_handle() {
+    static std::atomic<uintptr_t> next{1};
+    return next.fetch_add(1);
+}
 
 CUmemAllocationProp device_prop(int32_t device) {
     CUmemAllocationProp p;
@@ -233,10 +267,24 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     for (const auto &s : r->slots) --s->jobs;
 }
 
+// Stores each of r's wait words whose copy has finished or will never run
+// (the remap is done and the copy was not issued), releasing the consumers
+// waiting on it GPU-side, and returns the word to the free list.
+void settle_words(Vmm &v, Request &r) {
+    for (size_t i = 0; i < r.words.size(); ++i) {
+        if (r.words[i] < 0) continue;
+        if (r.copies[i] != CopyState::Done && !(r.done && r.copies[i] == CopyState::None)) continue;
+        std::atomic_ref<uint32_t>(v.words[r.words[i]]).store(r.targets[i], std::memory_order_release);
+        v.free_words.push_back(r.words[i]);
+        r.words[i] = -1;
+    }
+}
+
 void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     if (r->remap) run_remap(inst, v, r);
     else run_release(*r);
     r->done = true;
+    settle_words(v, *r);
     v.cv.notify_all();
 }
 
@@ -255,70 +303,76 @@ void worker_loop(xmc_instance *inst, Vmm *v) {
     }
 }
 
-void finish_copy(Vmm &v, InFlight &f, CUresult res) {
-    Driver &d = Driver::get();
-    Request &r = *f.r;
+void finish_copy(Vmm &v, const Watched &w, CUresult res) {
+    Request &r = *w.r;
     if (res != CUDA_SUCCESS) record(r, res, "the reload copy of a slot");
-    d.cuEventDestroy(r.events[f.index]);
-    r.events[f.index] = nullptr;
-    r.copies[f.index] = CopyState::Done;
+    r.events[w.index] = nullptr;
+    r.copies[w.index] = CopyState::Done;
     ++r.copies_done;
-    --r.slots[f.index]->copies;
+    --r.slots[w.index]->copies;
+    settle_words(v, r);
     v.cv.notify_all();
 }
 
-// Notices copies finishing. A plain thread (driver calls are allowed here),
-// polling every copy in flight, so none waits behind another.
-void completion_loop(Vmm *v) {
+// A request's stream point was reached: the work before it is done, so the
+// request goes to the workers. (If the stream failed instead, the request
+// carries the failure; a remap then maps nothing.)
+void point_reached(Vmm &v, const Watched &w, CUresult res) {
+    if (res != CUDA_SUCCESS) record(*w.r, res, "the stream point (cuEventQuery) of the request");
+    w.r->fired = true;
+    v.jobs.push_back(w.r);
+    v.cv.notify_all();
+}
+
+// Notices stream points reached and copies finished. A plain thread (driver
+// calls are allowed here), polling every watched event so that none waits
+// behind another; while nothing finishes it backs off from 2 us to 100 us,
+// which bounds how late a finish is seen (0.5% of a 1 GiB reload).
+void watch_loop(Vmm *v) {
+    prctl(PR_SET_TIMERSLACK, 1UL);  // the default 50 us slack would stretch the short sleeps
     Driver &d = Driver::get();
     std::unique_lock<std::mutex> lock(v->mu);
+    unsigned idle = 0;
     for (;;) {
-        if (v->in_flight.empty()) {
+        if (v->watched.empty()) {
             if (v->stop) return;
             v->cv.wait(lock);
             continue;
         }
+        if (v->watch_fresh) idle = 0;
+        v->watch_fresh = false;
         bool progressed = false;
-        for (size_t k = 0; k < v->in_flight.size();) {
-            InFlight &f = v->in_flight[k];
-            CtxScope scope(d, f.ctx);
-            CUresult res = scope.result();
-            if (res == CUDA_SUCCESS) res = d.cuEventQuery(f.r->events[f.index]);
+        for (size_t k = 0; k < v->watched.size();) {
+            CUresult res;
+            {
+                CtxScope scope(d, v->watched[k].ctx);
+                res = scope.result();
+                if (res == CUDA_SUCCESS) res = d.cuEventQuery(v->watched[k].ev);
+            }
             if (res == CUDA_ERROR_NOT_READY) {
                 ++k;
                 continue;
             }
-            finish_copy(*v, f, res);
-            v->in_flight.erase(v->in_flight.begin() + static_cast<long>(k));
+            const Watched w = v->watched[k];
+            v->watched.erase(v->watched.begin() + static_cast<long>(k));
+            d.cuEventDestroy(w.ev);
+            if (w.point) point_reached(*v, w, res);
+            else finish_copy(*v, w, res);
             progressed = true;
         }
-        if (!progressed) v->cv.wait_for(lock, std::chrono::microseconds(200));
+        if (progressed) {
+            idle = 0;
+            continue;
+        }
+        v->cv.wait_for(lock, std::chrono::microseconds(std::min(100u, 2u << std::min(idle, 6u))));
+        ++idle;
     }
 }
 
 void start_threads(xmc_instance *inst, Vmm &v) {
     if (!v.threads.empty()) return;
     for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
-    v.threads.emplace_back(completion_loop, &v);
-}
-
-struct Point {  // a request's place on its stream
-    xmc_instance *inst;
-    std::shared_ptr<Vmm> v;
-    std::shared_ptr<Request> r;
-};
-
-// On the driver's callback thread: hand the request to the workers, nothing
-// else (VMM-CALLBACK: the driver may refuse calls from here).
-void CUDA_CB on_stream_point(void *p) {
-    auto *pt = static_cast<Point *>(p);
-    {
-        std::lock_guard<std::mutex> lock(pt->v->mu);
-        pt->r->fired = true;
-        pt->v->jobs.push_back(pt->r);
-        pt->v->cv.notify_all();
-    }
-    delete pt;
+    v.threads.emplace_back(watch_loop, &v);
 }
 
 // Issues the reload copy of slot i of r on `stream`, then records its event.
@@ -351,7 +405,8 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     r->copies[i] = CopyState::Launched;
     ++r->copies_launched;
     ++s.copies;
-    v.in_flight.push_back({r, i, s.ctx});
+    v.watched.push_back({ev, s.ctx, r, false, i});
+    v.watch_fresh = true;
     v.cv.notify_all();
     return XMC_OK;
 }
@@ -437,19 +492,36 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         r->srcs.assign(srcs, srcs + n);
         r->copies.assign(n, CopyState::None);
         r->events.assign(n, nullptr);
+        r->words.assign(n, -1);
+        r->targets.assign(n, 0);
     }
-    auto *pt = new (std::nothrow) Point{inst, static_cast<Instance *>(inst)->vmm, r};
-    if (!pt) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: out of host memory", call);
+    // The stream point: an event after the stream's prior work, which the
+    // watcher sees complete. A stream with no work left has passed its point
+    // already: the request goes to the workers at once, which saves the
+    // watcher's round trip (VMM-SPEED; a queried stream that is busy, or in
+    // error, takes the event path).
     Driver &d = Driver::get();
+    CUevent ev = nullptr;
+    bool idle = false;
     {
         CtxScope scope(d, st.ctx);
         CUresult res = scope.result();
-        if (res == CUDA_SUCCESS) res = d.cuLaunchHostFunc(st.stream, on_stream_point, pt);
+        if (res == CUDA_SUCCESS) idle = d.cuStreamQuery(st.stream) == CUDA_SUCCESS;
+        if (res == CUDA_SUCCESS && !idle) res = d.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (res == CUDA_SUCCESS && !idle) res = d.cuEventRecord(ev, st.stream);
         if (res != CUDA_SUCCESS) {
-            delete pt;  // never enqueued: nothing changed
-            return driver_fail(inst, res, call, "cuLaunchHostFunc");
+            if (ev) d.cuEventDestroy(ev);  // never recorded: nothing changed
+            return driver_fail(inst, res, call, "cuEventCreate/cuEventRecord");
         }
     }
+    if (idle) {
+        r->fired = true;
+        v.jobs.push_back(r);
+    } else {
+        v.watched.push_back({ev, st.ctx, r, true, 0});
+        v.watch_fresh = true;
+    }
+    v.cv.notify_all();
     for (const auto &s : r->slots) {
         s->state = remap ? SlotState::RemapPending : SlotState::ReleasePending;
         s->pending = r.get();
@@ -457,31 +529,61 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         if (!remap) s->release_queued = true;
         ++s->jobs;
     }
-    auto *h = reinterpret_cast<xmc_request *>(v.next_handle++);
+    auto *h = reinterpret_cast<xmc_request *>(new_handle());
     v.requests[h] = r;
     *out = h;
+    // Past its stream point and ready: with workers to spare, run it here
+    // rather than wake one (this is the caller's thread, never a callback;
+    // VMM-SPEED). Serial mode keeps every driver call on its one worker.
+    if (idle && v.workers > 1 && ready(*r)) {
+        v.jobs.pop_back();
+        run(inst, v, r);
+    }
     return XMC_OK;
 }
 
-struct Hold {  // a consumer stream held until some copies of a request finish
-    std::shared_ptr<Vmm> v;
-    std::shared_ptr<Request> r;
-    std::vector<size_t> which;
-};
-
-// On the driver's callback thread: waits, and calls nothing in the driver.
-void CUDA_CB hold_consumer(void *p) {
-    auto *h = static_cast<Hold *>(p);
-    {
-        std::unique_lock<std::mutex> lock(h->v->mu);
-        h->v->cv.wait(lock, [&] {
-            for (size_t i : h->which)  // done, or never to start: the remap failed
-                if (h->r->copies[i] != CopyState::Done && !(h->r->done && h->r->copies[i] == CopyState::None))
-                    return false;
-            return true;
-        });
+// The wait words' block: host memory registered (portable, device-mapped)
+// in the first device's context, made on first need. Caller holds v.mu.
+CUresult ensure_words(Vmm &v) {
+    if (v.words) return CUDA_SUCCESS;
+    Driver &d = Driver::get();
+    CUcontext ctx = nullptr;
+    if (CUresult r = d.context_for(d.devices[0].uuid, &ctx, nullptr); r != CUDA_SUCCESS) return r;
+    void *p = mmap(nullptr, kWordBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    CtxScope scope(d, ctx);
+    CUresult r = scope.result();
+    if (r == CUDA_SUCCESS)
+        r = d.cuMemHostRegister(p, kWordBytes, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (r != CUDA_SUCCESS) {
+        munmap(p, kWordBytes);
+        return r;
     }
-    delete h;
+    CUdeviceptr dev = 0;
+    if (r = d.cuMemHostGetDevicePointer(&dev, p, 0); r != CUDA_SUCCESS) {
+        d.cuMemHostUnregister(p);
+        munmap(p, kWordBytes);
+        return r;
+    }
+    v.words = static_cast<uint32_t *>(p);
+    v.words_dev = dev;
+    v.words_ctx = ctx;
+    for (int w = kWords - 1; w >= 0; --w) v.free_words.push_back(w);
+    return CUDA_SUCCESS;
+}
+
+// Drops the pass events whose streams have passed their waits.
+void prune_passes(Vmm &v) {
+    Driver &d = Driver::get();
+    for (size_t k = 0; k < v.passes.size();) {
+        CtxScope scope(d, v.passes[k].ctx);
+        if (scope.result() == CUDA_SUCCESS && d.cuEventQuery(v.passes[k].ev) == CUDA_SUCCESS) {
+            d.cuEventDestroy(v.passes[k].ev);
+            v.passes.erase(v.passes.begin() + static_cast<long>(k));
+        } else {
+            ++k;
+        }
+    }
 }
 
 } // namespace
@@ -494,7 +596,11 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     if (xmc_status st = require(inst, call, d.missing_vmm); st != XMC_OK) return st;
     if (!out || !info) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: NULL result");
     if (xmc_status st = check_device(inst, device, call); st != XMC_OK) return st;
-    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size 0");
+    // 0, or a size that would overflow when rounded up to any granularity a
+    // driver uses (up to 1 GiB), is no size.
+    constexpr size_t kMaxGranularity = size_t{1} << 30;
+    if (bytes == 0 || bytes > SIZE_MAX - kMaxGranularity + 1)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size %zu", bytes);
     auto s = std::make_shared<Slot>();
     s->device = device;
     if (CUresult r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, &s->ctx, nullptr); r != CUDA_SUCCESS)
@@ -508,8 +614,16 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     if (g == 0 || bytes > SIZE_MAX - g)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size %zu", bytes);
     s->size = (bytes + g - 1) / g * g;
-    if (CUresult r = d.cuMemAddressReserve(&s->addr, s->size, g, 0, 0); r != CUDA_SUCCESS)
+    if (s->size > d.devices[static_cast<size_t>(device)].total)
+        return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call,
+                        "slot_create: %zu bytes is more than device %d has (%zu bytes)", s->size, device,
+                        d.devices[static_cast<size_t>(device)].total);
+    if (CUresult r = d.cuMemAddressReserve(&s->addr, s->size, g, 0, 0); r != CUDA_SUCCESS) {
+        if (r == CUDA_ERROR_OUT_OF_MEMORY)
+            return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, r, call,
+                            "slot_create: cuMemAddressReserve of %zu bytes: out of address space", s->size);
         return driver_fail(inst, r, call, "cuMemAddressReserve");
+    }
     if (CUresult r = map_backing(*s); r != CUDA_SUCCESS) {
         d.cuMemAddressFree(s->addr, s->size);
         if (r == CUDA_ERROR_OUT_OF_MEMORY)
@@ -520,7 +634,7 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
     start_threads(inst, v);
-    auto *h = reinterpret_cast<xmc_slot *>(v.next_handle++);
+    auto *h = reinterpret_cast<xmc_slot *>(new_handle());
     v.slots[h] = s;
     *out = h;
     *info = xmc_slot_info{reinterpret_cast<void *>(s->addr), s->size, device};
@@ -565,16 +679,22 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     v.cv.wait(lock, [&] { return r->done; });  // a launch waits for the remap itself
     r->copies[index] = CopyState::None;
     const Slot &sl = *r->slots[index];
-    if (r->status != XMC_OK)
+    if (r->status != XMC_OK) {
+        settle_words(v, *r);
         return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to copy into", call,
                         r->what.c_str());
+    }
     const bool holds =
         !sl.closed && sl.mapped_by == r.get() &&
         (sl.state == SlotState::Mapped || (sl.state == SlotState::RemapPending && sl.pending == r.get()));
-    if (!holds)
+    if (!holds) {
+        settle_words(v, *r);  // this copy will not run: release consumers waiting for it
         return be::fail(inst, XMC_ERR_BUSY, 0, call,
                         "%s: slot %u no longer holds this request's mapping (closed, or released since)", call, index);
-    return start_copy(inst, v, r, index, s, call);
+    }
+    const xmc_status st = start_copy(inst, v, r, index, s, call);
+    if (st != XMC_OK) settle_words(v, *r);
+    return st;
 }
 
 xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
@@ -642,30 +762,56 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream", call,
                         static_cast<void *>(sh));
     // The copies to wait for: all of a remap's own, or the deferred ones
-    // launched by now. Issued ones have an event to wait on; for the others,
-    // the stream is held until they finish (VMM-EVENT-WAIT).
-    std::vector<size_t> which;
+    // launched by now. One issued and not seen finished has an event to wait
+    // on. One not issued yet (the remap has not run, or a launch is waiting
+    // for it) gets a wait word: the stream waits GPU-side until the backend
+    // stores the word's target, once the copy has finished or will never run
+    // (VMM-EVENT-WAIT). Finished ones, and ones that will never run, need nothing.
     std::vector<CUevent> events;
-    bool unissued = false;
+    std::vector<size_t> unissued;
     for (size_t i = 0; i < r->copies.size(); ++i) {
         if (r->defer && r->copies[i] == CopyState::None) continue;
-        which.push_back(i);
+        if (r->copies[i] == CopyState::Done || (r->done && r->copies[i] == CopyState::None)) continue;
         if (r->copies[i] == CopyState::Launched && r->events[i]) events.push_back(r->events[i]);
-        if (r->copies[i] == CopyState::None && !r->done) unissued = true;
+        else unissued.push_back(i);
     }
     Driver &d = Driver::get();
+    if (!unissued.empty()) {
+        if (!d.cuStreamWaitValue32)
+            return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: the driver %s does not export %s", call,
+                            d.library.c_str(), "cuStreamWaitValue32_v2");
+        if (!d.missing_register.empty())
+            return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: the driver %s does not export %s", call,
+                            d.library.c_str(), d.missing_register.c_str());
+        if (CUresult res = ensure_words(v); res != CUDA_SUCCESS)
+            return driver_fail(inst, res, call, "registering the wait words (cuMemHostRegister)");
+        prune_passes(v);
+        if (v.free_words.size() < unissued.size())
+            return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: all %d wait words are in use", call, kWords);
+    }
     CtxScope scope(d, s.ctx);
     CUresult res = scope.result();
-    if (res == CUDA_SUCCESS && unissued) {
-        auto *hold = new (std::nothrow) Hold{static_cast<Instance *>(inst)->vmm, r, which};
-        if (!hold) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: out of host memory", call);
-        res = d.cuLaunchHostFunc(s.stream, hold_consumer, hold);
-        if (res != CUDA_SUCCESS) delete hold;
-    } else {
-        for (CUevent ev : events)
-            if (res == CUDA_SUCCESS) res = d.cuStreamWaitEvent(s.stream, ev, 0);
+    for (CUevent ev : events)
+        if (res == CUDA_SUCCESS) res = d.cuStreamWaitEvent(s.stream, ev, 0);
+    for (size_t i : unissued) {
+        if (res != CUDA_SUCCESS) break;
+        if (r->words[i] < 0) {  // one word per copy, shared by every consumer told to wait for it
+            r->words[i] = v.free_words.back();
+            v.free_words.pop_back();
+            r->targets[i] = std::atomic_ref<uint32_t>(v.words[r->words[i]]).load() + 1;
+        }
+        const CUdeviceptr word = v.words_dev + static_cast<CUdeviceptr>(r->words[i]) * sizeof(uint32_t);
+        res = d.cuStreamWaitValue32(s.stream, word, r->targets[i], CU_STREAM_WAIT_VALUE_GEQ);
     }
-    return res == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, res, call, "cuStreamWaitEvent/cuLaunchHostFunc");
+    if (res == CUDA_SUCCESS && !unissued.empty()) {
+        // The words stay registered until every stream has passed its waits.
+        CUevent pass = nullptr;
+        res = d.cuEventCreate(&pass, CU_EVENT_DISABLE_TIMING);
+        if (res == CUDA_SUCCESS) res = d.cuEventRecord(pass, s.stream);
+        if (res == CUDA_SUCCESS) v.passes.push_back({pass, s.ctx});
+        else if (pass) d.cuEventDestroy(pass);
+    }
+    return res == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, res, call, "cuStreamWaitEvent/cuStreamWaitValue32");
 }
 
 xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
@@ -675,6 +821,7 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     if (!r) return bad_request(inst, "request_destroy", h);
     v.requests.erase(h);
     v.cv.wait(lock, [&] { return r->done && r->copies_done == r->copies_launched; });
+    settle_words(v, *r);
     if (r->remap && !r->adopted && r->status == XMC_OK)
         for (const auto &s : r->slots)
             if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
@@ -742,6 +889,23 @@ void vmm_close(Instance *in) {
     v.cv.notify_all();
     lock.unlock();
     for (auto &t : v.threads) t.join();
+    // Every request is done now, so every wait word is stored; once each
+    // stream has passed its waits, the words' memory can go.
+    Driver &d = Driver::get();
+    for (const PassEvent &p : v.passes) {
+        CtxScope scope(d, p.ctx);
+        if (scope.result() != CUDA_SUCCESS) continue;
+        d.cuEventSynchronize(p.ev);
+        d.cuEventDestroy(p.ev);
+    }
+    v.passes.clear();
+    if (v.words) {
+        CtxScope scope(d, v.words_ctx);
+        if (scope.result() == CUDA_SUCCESS) d.cuMemHostUnregister(v.words);
+        munmap(v.words, kWordBytes);
+        v.words = nullptr;
+        v.free_words.clear();
+    }
 }
 
 } // namespace xmc::cuda

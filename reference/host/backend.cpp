@@ -1,6 +1,7 @@
 // The host backend's table, instances and its one device (the host itself).
 #include "host.hpp"
 
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <string>
@@ -9,7 +10,11 @@ namespace xmc::host {
 
 static xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     if (!out) return XMC_ERR_INVALID_ARGUMENT;
-    if (params && params->struct_size < sizeof(uint32_t)) return XMC_ERR_INVALID_ARGUMENT;
+    // Every member of ABI version 1 must be there: a smaller struct_size would
+    // make `options` a read past the caller's structure. Larger: a newer
+    // caller, its extra members ignored.
+    if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
+        return XMC_ERR_INVALID_ARGUMENT;
     auto *in = new (std::nothrow) Instance();
     if (!in) return XMC_ERR_OUT_OF_MEMORY;
     in->vmm = vmm_create();

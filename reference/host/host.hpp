@@ -2,6 +2,7 @@
 #pragma once
 #include "errors.hpp"
 #include "pin_registry.hpp"
+#include "transfer_protocol.hpp"
 
 #include <functional>
 #include <map>
@@ -68,16 +69,10 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
 
 // transfer.cpp
 xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats);
-// What each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote.
-// Declared here so that a broken backend of the self-test can plant a bug in it.
-struct TransferVote {
-    uint64_t digest;   // transfer_digest() of the sender's request
-    uint64_t nonce;    // random per call: the call's message tags derive from every rank's nonce
-    int32_t index;     // the group position the sender believes it holds
-    int32_t label;     // the sender's rank label
-    int32_t refused;   // 1 when the sender refused (agreement) or failed (completion)
-    char reason[172];  // why, NUL-terminated
-};
+// What each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote
+// (reference/common/transfer_protocol.hpp). Named here so that a broken backend of the self-test
+// can plant a bug in it.
+using TransferVote = transfer::TransferVote;
 // A digest of the plan's segments and digest, the element size, the staging budget and the group's labels.
 uint64_t transfer_digest(const xmc_transfer_args &args);
 
@@ -111,6 +106,7 @@ struct VmmSeams {
     bool serial_remap_blocks_worker = false;  // the serial worker waits on a remap's release instead of passing over it
     bool close_skips_copy_wait = false;       // close unmaps while copies into the slot still run
     bool work_on_callback_thread = false;     // the stream callback does the driver work itself
+    bool remap_moves_slot = false;            // a remap maps its fresh memory wherever mmap puts it
 };
 VmmSeams &vmm_seams();
 

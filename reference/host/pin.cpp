@@ -9,6 +9,8 @@ using be::PinRegistry;
 
 xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device,
                      xmc_pin_result *out) {
+    // Before anything is allocated: a block whose base cannot be returned would leak.
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
     if (device != XMC_NO_DEVICE)
         return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
                         "pin_alloc: the host backend cannot register with device %d "

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
@@ -104,7 +105,6 @@ struct Vmm {
 
     std::mutex mu;
     std::condition_variable cv;  // every change of a slot or request is announced here
-    uint64_t next_handle = 1;    // handles are never reused, so a stale one is refused
     std::map<xmc_slot *, std::shared_ptr<Slot>> slots;
     std::map<xmc_request *, std::shared_ptr<Request>> requests;
     std::deque<std::shared_ptr<Request>> jobs;  // fired, not yet run
@@ -141,6 +141,14 @@ namespace {
 
 Vmm &vmm_of(xmc_instance *inst) { return *static_cast<Instance *>(inst)->vmm; }
 
+// Slot and request handles: never reused, and unique across the process, so
+// a stale handle or another instance's is refused (a counter per instance
+// made slot 1 of one instance slot 1 of every other: test_hostile's VMM_STATE).
+uintptr_t next_handle() {
+    static std::atomic<uintptr_t> next{1};
+    return next.fetch_add(1);
+}
+
 // ---- the host "driver": physical memory of a slot -------------------------
 
 // Fresh memory at the slot's address. `counted`: a worker's map, which the
@@ -152,8 +160,13 @@ int map_backing(Vmm &v, Slot &s, bool counted) {
     int err = fd < 0 ? errno : 0;
     if (!err && ftruncate(fd, static_cast<off_t>(s.size)) != 0) err = errno;
     if (!err && counted && ++v.maps == v.fail_map) err = ENOMEM;
-    if (!err && mmap(reinterpret_cast<void *>(s.addr), s.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
-                     0) == MAP_FAILED)
+    if (!err && counted && vmm_seams().remap_moves_slot) {
+        // Planted bug (self-test only): no MAP_FIXED, so the slot moves.
+        void *p = mmap(nullptr, s.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) err = errno;
+        else s.addr = reinterpret_cast<uintptr_t>(p);
+    } else if (!err && mmap(reinterpret_cast<void *>(s.addr), s.size, PROT_READ | PROT_WRITE,
+                            MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
         err = errno;
     if (err) {
         if (fd >= 0) ::close(fd);
@@ -414,7 +427,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         if (!remap) s->release_queued = true;
         ++s->jobs;
     }
-    auto *h = reinterpret_cast<xmc_request *>(v.next_handle++);
+    auto *h = reinterpret_cast<xmc_request *>(next_handle());
     v.requests[h] = r;
     *out = h;
     return XMC_OK;
@@ -429,8 +442,13 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     if (device != 0)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "slot_create", "slot_create: no device %d (the host has device 0)",
                         device);
-    if (bytes == 0 || bytes > SIZE_MAX - kGranularity)
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "slot_create", "slot_create: size %zu", bytes);
+    // The largest size whose rounded-up size plus the granule reserved for
+    // trimming (below) does not overflow size_t.
+    constexpr size_t kMaxBytes = SIZE_MAX / kGranularity * kGranularity - kGranularity;
+    if (bytes == 0 || bytes > kMaxBytes)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "slot_create",
+                        "slot_create: size %zu is 0 or overflows when rounded up to the granularity %zu", bytes,
+                        kGranularity);
     auto s = std::make_shared<Slot>();
     s->size = (bytes + kGranularity - 1) / kGranularity * kGranularity;
     // Reserve one granule more and trim, so the range is granule-aligned as
@@ -451,7 +469,7 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     }
     std::lock_guard<std::mutex> lock(v.mu);
     start_workers(inst, v);
-    auto *h = reinterpret_cast<xmc_slot *>(v.next_handle++);
+    auto *h = reinterpret_cast<xmc_slot *>(next_handle());
     v.slots[h] = s;
     *out = h;
     *info = xmc_slot_info{reinterpret_cast<void *>(s->addr), s->size, 0};

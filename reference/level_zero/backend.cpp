@@ -5,20 +5,47 @@
 #include "ze.hpp"
 
 #include <cstdio>
+#include <cstddef>
 #include <cstring>
 #include <new>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace xmc::ze {
 
 static xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     if (!out) return XMC_ERR_INVALID_ARGUMENT;
-    if (params && params->struct_size < sizeof(uint32_t)) return XMC_ERR_INVALID_ARGUMENT;
-    if (params && params->options && *params->options)
-        return XMC_ERR_INVALID_ARGUMENT;  // the Level Zero backend takes no options yet
+    // Every member of ABI version 1 must be there (a smaller struct_size would
+    // make `options` a read past the caller's structure); larger is a newer caller.
+    if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
+        return XMC_ERR_INVALID_ARGUMENT;
+    // "key=value;key=value": slots' vmm_workers is the only option.
+    const std::string opts = params && params->options ? params->options : "";
+    std::vector<std::pair<std::string, std::string>> kvs;
+    for (size_t at = 0; at < opts.size();) {
+        size_t end = opts.find(';', at);
+        if (end == std::string::npos) end = opts.size();
+        const std::string kv = opts.substr(at, end - at);
+        at = end + 1;
+        if (kv.empty()) continue;
+        const size_t eq = kv.find('=');
+        if (eq == std::string::npos) return XMC_ERR_INVALID_ARGUMENT;
+        kvs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
+    }
     Driver &d = Driver::get();
     install_pin_hook();
-    *out = new (std::nothrow) Instance();
-    if (!*out) return XMC_ERR_OUT_OF_MEMORY;
+    auto *in = new (std::nothrow) Instance();
+    if (!in) return XMC_ERR_OUT_OF_MEMORY;
+    in->vmm = vmm_create();
+    for (const auto &[k, v] : kvs) {
+        xmc_status st = XMC_ERR_INVALID_ARGUMENT;
+        if (!vmm_option(in, k, v, &st) || st != XMC_OK) {
+            delete in;
+            return XMC_ERR_INVALID_ARGUMENT;  // unknown key or bad value
+        }
+    }
+    *out = in;
     std::lock_guard<std::mutex> lock(d.mu);
     ++d.instances;
     return XMC_OK;
@@ -27,10 +54,15 @@ static xmc_status open(const xmc_open_params *params, xmc_instance **out) {
 static xmc_status close(xmc_instance *inst) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
     auto *in = static_cast<Instance *>(inst);
-    // Its streams, events and allocations first. A failed release keeps the
+    // Slots first: their copies and stream points need the streams.
+    vmm_close(in);
+    // Its streams, events and allocations next. A failed release keeps the
     // instance open with what is left, so that closing again finishes.
     const char *what = "";
     if (ze_result_t r = in->release_all(&what); r != ZE_RESULT_SUCCESS) return driver_fail(inst, r, "close", what);
+    // The slot requests' events last: a stream could still wait on them.
+    if (ze_result_t r = vmm_release_events(in); r != ZE_RESULT_SUCCESS)
+        return driver_fail(inst, r, "close", "zeEventDestroy/zeEventPoolDestroy of a slot request's events");
     Driver &d = Driver::get();
     {
         std::lock_guard<std::mutex> lock(d.mu);
@@ -83,7 +115,7 @@ void fill_table(xmc_backend &t) {
     // entry point is reported by the calls (unsupported), never by hiding the
     // capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER | XMC_CAP_STREAM |
-                     XMC_CAP_COPY;
+                     XMC_CAP_COPY | XMC_CAP_VMM;
     t.open = open;
     t.close = close;
     t.device_count = device_count;
@@ -112,6 +144,19 @@ void fill_table(xmc_backend &t) {
     t.dev_alloc = dev_alloc;
     t.dev_free = dev_free;
     t.copy = copy;
+    t.slot_create = slot_create;
+    t.slot_release = slot_release;
+    t.slot_remap = slot_remap;
+    t.slot_release_batch = slot_release_batch;
+    t.slot_remap_batch = slot_remap_batch;
+    t.request_launch_copy = request_launch_copy;
+    t.request_wait = request_wait;
+    t.request_adopt = request_adopt;
+    t.request_query = request_query;
+    t.request_stream_wait = request_stream_wait;
+    t.request_destroy = request_destroy;
+    t.slot_close = slot_close;
+    t.device_free_memory = device_free_memory;
 }
 
 } // namespace xmc::ze

@@ -59,8 +59,8 @@ static xmc_stream *new_stream_handle() { return reinterpret_cast<xmc_stream *>(n
 static xmc_event *new_event_handle() { return reinterpret_cast<xmc_event *>(new char); }
 
 // A host-visible pool of `n` events in ctx, and its events.
-static ze_result_t make_events(ze_context_handle_t ctx, uint32_t n, ze_event_pool_handle_t *pool,
-                               ze_event_handle_t *events) {
+ze_result_t make_events(ze_context_handle_t ctx, uint32_t n, ze_event_pool_handle_t *pool,
+                        ze_event_handle_t *events) {
     Driver &d = Driver::get();
     ze_event_pool_desc_t pd{ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, nullptr, ZE_EVENT_POOL_FLAG_HOST_VISIBLE, n};
     if (ze_result_t r = d.zeEventPoolCreate(ctx, &pd, 0, nullptr, pool); r != ZE_RESULT_SUCCESS) return r;
@@ -78,7 +78,7 @@ static ze_result_t make_events(ze_context_handle_t ctx, uint32_t n, ze_event_poo
 // Destroys the events, then their pool, clearing each handle the driver
 // destroyed. Stops at the first failure: what is left keeps its handle, so
 // that calling again finishes the job (and the pool outlives its events).
-static ze_result_t destroy_events(ze_event_pool_handle_t *pool, ze_event_handle_t *events, uint32_t n) {
+ze_result_t destroy_events(ze_event_pool_handle_t *pool, ze_event_handle_t *events, uint32_t n) {
     Driver &d = Driver::get();
     for (uint32_t i = 0; i < n; ++i) {
         if (!events[i]) continue;
@@ -382,12 +382,17 @@ xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, voi
     if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
     std::shared_ptr<Stream> s = find_stream(inst, sh);
     if (!s) return bad_stream(inst, "host_callback", sh);
+    return enqueue_callback(inst, *s, fn, user, "host_callback");
+}
+
+xmc_status enqueue_callback(xmc_instance *inst, Stream &stream, xmc_host_fn fn, void *user, const char *call) {
+    Stream *s = &stream;  // host_callback's body, unchanged
     auto cb = std::make_unique<Callback>();
     cb->fn = fn;
     cb->user = user;
     ze_event_handle_t ev[2] = {nullptr, nullptr};
     if (ze_result_t r = make_events(s->ctx, 2, &cb->pool, ev); r != ZE_RESULT_SUCCESS)
-        return driver_fail(inst, r, "host_callback", "zeEventPoolCreate/zeEventCreate");
+        return driver_fail(inst, r, call, "zeEventPoolCreate/zeEventCreate");
     cb->reached = ev[0];
     cb->done = ev[1];
     Driver &d = Driver::get();
@@ -395,7 +400,7 @@ xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, voi
     if (ze_result_t r = d.zeCommandListAppendSignalEvent(s->list, cb->reached); r != ZE_RESULT_SUCCESS) {
         // Never enqueued: undone; the failure reported is the append's.
         (void)destroy_events(&cb->pool, ev, 2);
-        return driver_fail(inst, r, "host_callback", "zeCommandListAppendSignalEvent");
+        return driver_fail(inst, r, call, "zeCommandListAppendSignalEvent");
     }
     const ze_result_t waited = d.zeCommandListAppendWaitOnEvents(s->list, 1, &cb->done);
     // `reached` is enqueued either way, so the thread must see the record; if
@@ -409,8 +414,7 @@ xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, voi
         s->callbacks.push_back(std::move(cb));
     }
     s->cb_cv.notify_all();
-    return waited == ZE_RESULT_SUCCESS ? XMC_OK
-                                       : driver_fail(inst, waited, "host_callback", "zeCommandListAppendWaitOnEvents");
+    return waited == ZE_RESULT_SUCCESS ? XMC_OK : driver_fail(inst, waited, call, "zeCommandListAppendWaitOnEvents");
 }
 
 xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
@@ -424,9 +428,11 @@ xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **ou
     ze_device_mem_alloc_desc_t desc{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
     void *p = nullptr;
     const ze_result_t r = d.zeMemAllocDevice(a.ctx, &desc, bytes, 0, d.devices[static_cast<size_t>(device)].handle, &p);
-    if (r == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY)
+    // UNSUPPORTED_SIZE: more than the device's maxMemAllocSize, memory that cannot be had, as for cuMemAlloc.
+    if (r == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY || r == ZE_RESULT_ERROR_UNSUPPORTED_SIZE)
         return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, r, "dev_alloc",
-                        "dev_alloc: zeMemAllocDevice of %zu bytes on device %d: out of device memory", bytes, device);
+                        "dev_alloc: zeMemAllocDevice of %zu bytes on device %d: out of device memory (%s)", bytes,
+                        device, r == ZE_RESULT_ERROR_UNSUPPORTED_SIZE ? "more than its maximum allocation" : "exhausted");
     if (r != ZE_RESULT_SUCCESS) return driver_fail(inst, r, "dev_alloc", "zeMemAllocDevice");
     std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
     as_ze(inst)->dev_allocs[reinterpret_cast<uintptr_t>(p)] = a;

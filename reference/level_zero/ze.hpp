@@ -20,6 +20,7 @@
 #include "pin_registry.hpp"
 
 #include <level_zero/ze_api.h>
+#include <level_zero/zes_api.h>
 
 #include <condition_variable>
 #include <deque>
@@ -45,6 +46,13 @@ namespace xmc::ze {
     X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostSignal) X(zeEventHostReset)                \
     X(zeMemAllocDevice)
 #define XMC_ZE_COPY(X) X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendMemoryCopyRegion)
+// Slots (vmm.cpp). Free device memory comes from Sysman (core Level Zero has
+// no such query); on a real driver Sysman answers only with
+// ZES_ENABLE_SYSMAN=1 set before zeInit (hardware/run_ze_tier.sh sets it).
+#define XMC_ZE_VMM(X)                                                                                   \
+    X(zeVirtualMemQueryPageSize) X(zeVirtualMemReserve) X(zeVirtualMemFree) X(zePhysicalMemCreate)      \
+    X(zePhysicalMemDestroy) X(zeVirtualMemMap) X(zeVirtualMemUnmap) X(zeEventQueryStatus)               \
+    X(zesDeviceEnumMemoryModules) X(zesMemoryGetState)
 
 struct Device {
     ze_driver_handle_t driver = nullptr;
@@ -65,12 +73,13 @@ struct Driver {
     XMC_ZE_REGISTER(XMC_ZE_MEMBER)
     XMC_ZE_STREAM(XMC_ZE_MEMBER)
     XMC_ZE_COPY(XMC_ZE_MEMBER)
+    XMC_ZE_VMM(XMC_ZE_MEMBER)
 #undef XMC_ZE_MEMBER
 
     std::string library;      // what was loaded (or tried)
     bool usable = false;      // loader, core entry points, zeInit and >= 1 device
     std::string why;          // why not usable, or "" when usable
-    std::string missing_register, missing_stream, missing_copy;  // first missing entry point, per group
+    std::string missing_register, missing_stream, missing_copy, missing_vmm;  // first missing entry point, per group
     std::vector<Device> devices;  // by xmc index: sorted by UUID
 
     std::mutex mu;            // guards the contexts and the counts below
@@ -163,6 +172,8 @@ struct Event {
     bool recorded = false;  // under the instance's mutex; unrecorded events are complete
 };
 
+struct Vmm;  // vmm.cpp: slots, requests and their threads
+
 struct DevAlloc {
     int32_t device = 0;
     ze_context_handle_t ctx = nullptr;
@@ -182,6 +193,7 @@ struct Instance : xmc_instance {
     std::map<xmc_stream *, std::shared_ptr<Stream>> streams;  // handle -> stream (handles are heap cookies)
     std::map<xmc_event *, std::shared_ptr<Event>> events;
     std::map<uintptr_t, DevAlloc> dev_allocs;
+    std::shared_ptr<Vmm> vmm;
 };
 
 void fill_table(xmc_backend &table);
@@ -224,8 +236,42 @@ xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **ou
 xmc_status dev_free(xmc_instance *inst, void *ptr);
 // The stream behind a handle of this instance; null if none.
 std::shared_ptr<Stream> find_stream(xmc_instance *inst, xmc_stream *handle);
+// host_callback's work, failures reported as `call`'s: fn runs on the
+// stream's callback thread once the stream gets there. On failure fn never runs.
+xmc_status enqueue_callback(xmc_instance *inst, Stream &s, xmc_host_fn fn, void *user, const char *call);
+// A host-visible pool of `n` events in ctx, and its events; and their
+// destruction, clearing each handle destroyed (stops at the first failure).
+ze_result_t make_events(ze_context_handle_t ctx, uint32_t n, ze_event_pool_handle_t *pool, ze_event_handle_t *events);
+ze_result_t destroy_events(ze_event_pool_handle_t *pool, ze_event_handle_t *events, uint32_t n);
 
 // copy.cpp
 xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
+
+// vmm.cpp
+std::shared_ptr<Vmm> vmm_create();
+// The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
+bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
+// close, first: waits for the slots' work, closes them, stops the threads.
+void vmm_close(Instance *in);
+// close, once the streams are gone (no list can still wait on a request's
+// events): destroys the requests' events. Returns the first failure.
+ze_result_t vmm_release_events(Instance *in);
+xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info);
+xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out);
+xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *host_src, size_t src_bytes,
+                      uint32_t flags, xmc_request **out);
+xmc_status slot_release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
+                              xmc_request **out);
+xmc_status slot_remap_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
+                            const void *const *host_srcs, const size_t *src_bytes, uint32_t flags,
+                            xmc_request **out);
+xmc_status request_launch_copy(xmc_instance *inst, xmc_request *r, uint32_t index, xmc_stream *s);
+xmc_status request_wait(xmc_instance *inst, xmc_request *r, uint32_t timeout_ms);
+xmc_status request_adopt(xmc_instance *inst, xmc_request *r);
+xmc_status request_query(xmc_instance *inst, xmc_request *r, xmc_request_info *out);
+xmc_status request_stream_wait(xmc_instance *inst, xmc_request *r, xmc_stream *s);
+xmc_status request_destroy(xmc_instance *inst, xmc_request *r);
+xmc_status slot_close(xmc_instance *inst, xmc_slot *slot);
+xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes);
 
 } // namespace xmc::ze

@@ -19,15 +19,15 @@ bool canonical_less(const Placed& a, const Placed& b) {
 
 std::vector<Placed> placed_pieces(const Map& m) {
     std::vector<Placed> out;
+    std::size_t n = 0;
+    for (const RankLayout& r : m.ranks) n += r.pieces.size();
+    out.reserve(n);
     for (const RankLayout& r : m.ranks)
         for (const Piece& p : r.pieces)
-            if (!is_empty(p.extents)) {
-                std::vector<int> locs = p.locations;
-                std::sort(locs.begin(), locs.end());
+            if (!is_empty(p.extents))
                 out.push_back({r.rank, {unravel(p.logical_offset, m.shape), p.extents},
-                               unravel(p.shard_offset, r.shard_shape), std::move(locs)});
-            }
-    std::sort(out.begin(), out.end(), canonical_less);
+                               unravel(p.shard_offset, r.shard_shape), &p.locations});
+    if (!std::is_sorted(out.begin(), out.end(), canonical_less)) std::sort(out.begin(), out.end(), canonical_less);
     return out;
 }
 
@@ -101,31 +101,34 @@ std::vector<Cell> source_cells(const std::vector<Placed>& src) {
     // Replicas with identical boxes: one cell, holders ascending by rank.
     std::vector<std::size_t> order(src.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    auto by_box = [&](std::size_t a, std::size_t b) {
         return std::tie(src[a].logical.lo, src[a].logical.ext) < std::tie(src[b].logical.lo, src[b].logical.ext);
-    });
+    };
+    if (!std::is_sorted(order.begin(), order.end(), by_box)) std::stable_sort(order.begin(), order.end(), by_box);
     std::vector<Cell> cells;
+    cells.reserve(src.size());
     for (std::size_t i : order) {
         if (cells.empty() || cells.back().box.lo != src[i].logical.lo || cells.back().box.ext != src[i].logical.ext)
-            cells.push_back({src[i].logical, {}});
-        cells.back().holders = merge_holders(cells.back().holders, {{src[i].rank, i}});
+            cells.push_back({src[i].logical, {{src[i].rank, i}}});
+        else if (cells.back().holders.back().first != src[i].rank)  // a rank holds a box once
+            cells.back().holders.emplace_back(src[i].rank, i);  // ranks ascend: `src` is sorted by rank
     }
     // Groups of cells that still overlap (connected through overlapping pairs) are refined.
+    std::vector<const Box*> boxes;
+    boxes.reserve(cells.size());
+    for (const Cell& c : cells) boxes.push_back(&c.box);
+    const auto pairs = overlapping_pairs(boxes, nullptr);
+    if (pairs.empty()) return cells;
     std::vector<std::size_t> group(cells.size());
     for (std::size_t i = 0; i < group.size(); ++i) group[i] = i;
     auto root = [&](std::size_t x) {
         while (group[x] != x) x = group[x] = group[group[x]];
         return x;
     };
-    std::vector<Box> boxes;
-    for (const Cell& c : cells) boxes.push_back(c.box);
-    bool any = false;
-    for (auto [a, b] : overlapping_pairs(boxes, nullptr)) {
+    for (auto [a, b] : pairs) {
         std::size_t ra = root(a), rb = root(b);
         group[std::max(ra, rb)] = std::min(ra, rb);
-        any = true;
     }
-    if (!any) return cells;
     std::map<std::size_t, std::vector<Cell>> groups;  // by lowest member, members in cell order
     for (std::size_t i = 0; i < cells.size(); ++i) groups[root(i)].push_back(cells[i]);
     std::vector<Cell> out;

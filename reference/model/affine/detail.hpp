@@ -3,15 +3,54 @@
 
 #include <xmc/affine.hpp>
 
+#include <algorithm>
+#include <compare>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace xmc::affine::detail {
 
-using Index = std::vector<int64_t>;
+// A multi-index, corner or extents of at most kMaxDims axes, held inline: the planner makes millions
+// of them, and a heap allocation each was most of its time. Converts to and from std::vector.
+class Index {
+public:
+    using value_type = int64_t;
+    Index() = default;
+    explicit Index(std::size_t n, int64_t value = 0) : n_(checked(n)) { std::fill(v_, v_ + n_, value); }
+    Index(std::initializer_list<int64_t> l) : n_(checked(l.size())) { std::copy(l.begin(), l.end(), v_); }
+    Index(const std::vector<int64_t>& v) : n_(checked(v.size())) { std::copy(v.begin(), v.end(), v_); }
+    template <class It>
+    Index(It first, It last) : n_(checked(std::size_t(std::distance(first, last)))) { std::copy(first, last, v_); }
+    operator std::vector<int64_t>() const { return {begin(), end()}; }
+
+    std::size_t size() const { return n_; }
+    bool empty() const { return n_ == 0; }
+    int64_t& operator[](std::size_t i) { return v_[i]; }
+    int64_t operator[](std::size_t i) const { return v_[i]; }
+    int64_t* begin() { return v_; }
+    int64_t* end() { return v_ + n_; }
+    const int64_t* begin() const { return v_; }
+    const int64_t* end() const { return v_ + n_; }
+
+    friend bool operator==(const Index& a, const Index& b) { return std::equal(a.begin(), a.end(), b.begin(), b.end()); }
+    friend std::strong_ordering operator<=>(const Index& a, const Index& b) {
+        return std::lexicographical_compare_three_way(a.begin(), a.end(), b.begin(), b.end());
+    }
+
+private:
+    static uint8_t checked(std::size_t n) {
+        if (n > kMaxDims) throw std::length_error("xmc::affine: more than 8 dims");
+        return uint8_t(n);
+    }
+    uint8_t n_ = 0;
+    int64_t v_[kMaxDims] = {};
+};
 
 // An n-D box: corner `lo` and extents `ext` (same length; 0-D boxes have both empty).
 struct Box {
@@ -22,9 +61,13 @@ struct Box {
 inline Refusal refuse(Reason r, std::string msg) { return Refusal{r, std::move(msg)}; }
 
 std::string to_string(const Index& v);                          // "[1, 2, 3]"
+std::string to_string(const std::vector<int64_t>& v);
+std::string to_string(const std::vector<int>& v);
 Index unravel(int64_t offset, const Index& shape);                // row-major multi-index
 int64_t ravel(const Index& idx, const Index& shape);              // row-major offset
+Index row_major(const Index& shape);                               // row_major_strides(), inline
 bool is_empty(const Index& extents);                              // some extent is 0
+int64_t numel(const Index& shape);                                 // affine::numel without a vector copy
 bool intersect(const Box& a, const Box& b, Box* out);             // true when a and b share an element
 
 // Calls f(idx) for every multi-index 0 <= idx < ext in row-major order; once for 0-D, never if empty.
@@ -43,16 +86,17 @@ void for_each_index(const Index& ext, F&& f) {
 // Sort and sweep: every pair of non-empty boxes that share an element. With b == nullptr, pairs
 // (i, j), i < j, within a; otherwise pairs (i in a, j in b). Sweeps along the axis on which the
 // boxes are thinnest, so only boxes overlapping there are ever compared (never all pairs).
-std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<Box>& a,
-                                                                   const std::vector<Box>* b);
+// The boxes are passed by pointer, so that callers need not copy them out of pieces and cells.
+std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<const Box*>& a,
+                                                                   const std::vector<const Box*>* b);
 
-// A non-empty piece: its rank, its logical box, where that box starts in the shard, and its sorted
-// locations.
+// A non-empty piece: its rank, its logical box, where that box starts in the shard, and its
+// locations (the piece's own list, in input order: distinct ranks, as validate_form checked).
 struct Placed {
     int rank;
     Box logical;
     Index shard_corner;
-    std::vector<int> locations;
+    const std::vector<int>* locations;
 };
 // The non-empty pieces of a map whose pieces lie inside tensor and shards, in a canonical order
 // (rank, logical corner, extents, shard corner) that does not depend on the input's order.
@@ -69,5 +113,9 @@ struct Cell {
 // different ranks) are refined, within each group of overlapping boxes, into parts with one holder
 // set each. Deterministic for a given `src`.
 std::vector<Cell> source_cells(const std::vector<Placed>& src);
+
+// validate(), which computes a valid map's placed pieces and cells anyway: hands them back (each
+// output may be null) so that the planner does not compute them again.
+std::optional<Refusal> validate_map(const Map& m, std::vector<Placed>* placed, std::vector<Cell>* cells);
 
 }  // namespace xmc::affine::detail

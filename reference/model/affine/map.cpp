@@ -58,11 +58,18 @@ std::vector<int64_t> row_major_strides(const std::vector<int64_t>& shape) {
 
 namespace detail {
 
-std::string to_string(const Index& v) {
+namespace {
+template <class V>
+std::string list_string(const V& v) {
     std::string s = "[";
     for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "]";
 }
+}  // namespace
+
+std::string to_string(const Index& v) { return list_string(v); }
+std::string to_string(const std::vector<int64_t>& v) { return list_string(v); }
+std::string to_string(const std::vector<int>& v) { return list_string(v); }
 
 Index unravel(int64_t offset, const Index& shape) {
     Index idx(shape.size(), 0);
@@ -78,6 +85,18 @@ int64_t ravel(const Index& idx, const Index& shape) {
     int64_t off = 0;
     for (std::size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
     return off;
+}
+
+Index row_major(const Index& shape) {
+    Index st(shape.size(), 1);
+    for (std::size_t d = shape.size(); d-- > 1;) st[d - 1] = st[d] * shape[d];
+    return st;
+}
+
+int64_t numel(const Index& shape) {
+    int64_t n = 1;
+    for (int64_t s : shape) n *= s;
+    return n;
 }
 
 bool is_empty(const Index& extents) {
@@ -96,12 +115,12 @@ bool intersect(const Box& a, const Box& b, Box* out) {
     return true;
 }
 
-std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<Box>& a,
-                                                                   const std::vector<Box>* b) {
+std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<const Box*>& a,
+                                                                   const std::vector<const Box*>* b) {
     const bool self = (b == nullptr);
-    const std::vector<Box>* sets[2] = {&a, self ? &a : b};
+    const std::vector<const Box*>* sets[2] = {&a, self ? &a : b};
     std::vector<std::pair<std::size_t, std::size_t>> pairs;
-    std::size_t ndim = a.empty() ? (self || b->empty() ? 0 : b->front().lo.size()) : a.front().lo.size();
+    std::size_t ndim = a.empty() ? (self || b->empty() ? 0 : b->front()->lo.size()) : a.front()->lo.size();
 
     // Sweep axis: the one where an average point is covered by the fewest boxes
     // (sum of extents / span), so that the active lists stay short.
@@ -111,7 +130,8 @@ std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::ve
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         double sum = 0;
         for (int s = 0; s < (self ? 1 : 2); ++s)
-            for (const Box& x : *sets[s]) {
+            for (std::size_t i = 0; i < sets[s]->size(); ++i) {
+                const Box& x = *(*sets[s])[i];
                 if (is_empty(x.ext)) continue;
                 lo = std::min(lo, x.lo[d]);
                 hi = std::max(hi, x.lo[d] + x.ext[d]);
@@ -127,26 +147,30 @@ std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::ve
         std::size_t idx;
     };
     std::vector<Item> items;
+    items.reserve(a.size() + (self ? 0 : b->size()));
     for (int s = 0; s < (self ? 1 : 2); ++s)
         for (std::size_t i = 0; i < sets[s]->size(); ++i) {
-            const Box& x = (*sets[s])[i];
+            const Box& x = *(*sets[s])[i];
             if (is_empty(x.ext)) continue;
             // A 0-D box is the single element: every 0-D pair overlaps, so sweep a unit interval.
             int64_t start = ndim ? x.lo[axis] : 0, end = ndim ? x.lo[axis] + x.ext[axis] : 1;
             items.push_back({start, end, s, i});
         }
-    std::sort(items.begin(), items.end(), [](const Item& x, const Item& y) {
-        return std::tie(x.start, x.set, x.idx) < std::tie(y.start, y.set, y.idx);
-    });
+    auto by_start = [](const Item& x, const Item& y) { return std::tie(x.start, x.set, x.idx) < std::tie(y.start, y.set, y.idx); };
+    if (!std::is_sorted(items.begin(), items.end(), by_start)) std::sort(items.begin(), items.end(), by_start);
+    // An active list never holds more than its set's boxes; reserved once instead of growing.
     std::vector<const Item*> active[2];
+    for (int s = 0; s < (self ? 1 : 2); ++s) active[s].reserve(sets[s]->size());
+    // Two sets (target pieces against cells): usually each box of `a` meets at least one of `b`.
+    if (!self) pairs.reserve(a.size());
     for (const Item& it : items) {
         // Boxes of the other set (or of the one set) that started earlier and still reach `start`.
         auto& act = active[self ? 0 : 1 - it.set];
         act.erase(std::remove_if(act.begin(), act.end(), [&](const Item* x) { return x->end <= it.start; }),
                   act.end());
-        const Box& mine = (*sets[it.set])[it.idx];
+        const Box& mine = *(*sets[it.set])[it.idx];
         for (const Item* o : act) {
-            if (!intersect(mine, (*sets[o->set])[o->idx], nullptr)) continue;
+            if (!intersect(mine, *(*sets[o->set])[o->idx], nullptr)) continue;
             if (self) pairs.emplace_back(std::min(o->idx, it.idx), std::max(o->idx, it.idx));
             else if (it.set == 0) pairs.emplace_back(it.idx, o->idx);
             else pairs.emplace_back(o->idx, it.idx);
@@ -170,6 +194,14 @@ int64_t checked_numel(const Index& shape) {
     return n;
 }
 
+// Two lists of distinct ranks name the same ranks (in any order). Lists are short.
+bool same_ranks(const std::vector<int>& a, const std::vector<int>& b) {
+    if (a.size() != b.size()) return false;
+    for (int x : a)
+        if (std::find(b.begin(), b.end(), x) == b.end()) return false;
+    return true;
+}
+
 std::string where(int rank, std::size_t piece) {
     return "rank " + std::to_string(rank) + " piece " + std::to_string(piece) + ": ";
 }
@@ -181,23 +213,37 @@ std::optional<Refusal> validate_form(const Map& m) {
     auto negative = [](const Index& v) { return std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 0; }); };
     if (negative(m.shape)) return refuse(Reason::NegativeExtent, "shape " + to_string(m.shape) + " is negative");
     if (checked_numel(m.shape) < 0) return refuse(Reason::SizeOverflow, "shape " + to_string(m.shape) + " overflows");
-    std::set<int> declared;
-    for (const RankLayout& r : m.ranks)
-        if (r.rank < 0 || !declared.insert(r.rank).second)
-            return refuse(Reason::BadRankLabel, "rank label " + std::to_string(r.rank) + " is negative or repeated");
+    std::vector<int> labels;  // sorted, to look up declared ranks
+    labels.reserve(m.ranks.size());
+    for (const RankLayout& r : m.ranks) labels.push_back(r.rank);
+    std::sort(labels.begin(), labels.end());
+    for (std::size_t i = 0; i < labels.size(); ++i)
+        if (labels[i] < 0 || (i > 0 && labels[i] == labels[i - 1])) {
+            const int bad = labels[i] < 0 ? labels[i] : labels[i - 1];
+            for (const RankLayout& r : m.ranks)  // the first bad label in input order, as before
+                if (r.rank < 0 || std::count(labels.begin(), labels.end(), r.rank) > 1)
+                    return refuse(Reason::BadRankLabel, "rank label " + std::to_string(r.rank) + " is negative or repeated");
+            return refuse(Reason::BadRankLabel, "rank label " + std::to_string(bad) + " is negative or repeated");
+        }
+    const auto declared = [&](int x) { return std::binary_search(labels.begin(), labels.end(), x); };
     for (const RankLayout& r : m.ranks) {
-        const std::string rk = "rank " + std::to_string(r.rank) + ": ";
-        if (r.shard_shape.size() != n) return refuse(Reason::ArityMismatch, rk + "shard_shape has wrong number of dims");
-        if (negative(r.shard_shape)) return refuse(Reason::NegativeExtent, rk + "shard_shape is negative");
-        if (checked_numel(r.shard_shape) < 0) return refuse(Reason::SizeOverflow, rk + "shard_shape overflows");
+        const auto rk = [&] { return "rank " + std::to_string(r.rank) + ": "; };
+        if (r.shard_shape.size() != n) return refuse(Reason::ArityMismatch, rk() + "shard_shape has wrong number of dims");
+        if (negative(r.shard_shape)) return refuse(Reason::NegativeExtent, rk() + "shard_shape is negative");
+        if (checked_numel(r.shard_shape) < 0) return refuse(Reason::SizeOverflow, rk() + "shard_shape overflows");
         for (std::size_t i = 0; i < r.pieces.size(); ++i) {
             const Piece& p = r.pieces[i];
             if (p.extents.size() != n || p.logical_strides.size() != n || p.shard_strides.size() != n)
                 return refuse(Reason::ArityMismatch, where(r.rank, i) + "extents/strides need " + std::to_string(n) + " dims");
             if (negative(p.extents)) return refuse(Reason::NegativeExtent, where(r.rank, i) + "negative extent");
-            std::set<int> locs(p.locations.begin(), p.locations.end());
-            bool undeclared = std::any_of(locs.begin(), locs.end(), [&](int x) { return !declared.count(x); });
-            if (locs.empty() || locs.size() != p.locations.size() || !locs.count(r.rank) || undeclared)
+            // Distinct declared ranks including the holder (pairwise: location lists are short).
+            const auto& l = p.locations;
+            bool bad = l.empty() || std::find(l.begin(), l.end(), r.rank) == l.end();
+            for (std::size_t a = 0; a < l.size() && !bad; ++a) {
+                bad = !declared(l[a]);
+                for (std::size_t b = 0; b < a && !bad; ++b) bad = l[a] == l[b];
+            }
+            if (bad)
                 return refuse(Reason::BadLocations, where(r.rank, i) + "locations must be distinct declared ranks "
                                                                        "including the holding rank");
         }
@@ -206,14 +252,16 @@ std::optional<Refusal> validate_form(const Map& m) {
 }
 
 // Box of a non-empty piece inside `shape`, from its offset; refusal reason `outside` if it leaves.
+// `what` names the piece (made only for a refusal).
+template <class What>
 std::optional<Refusal> piece_box(int64_t offset, const Index& extents, const Index& shape, Reason outside,
-                                 const std::string& what, Box* out) {
+                                 const What& what, Box* out) {
     const int64_t total = numel(shape);
-    if (offset < 0 || offset >= total) return refuse(outside, what + "offset " + std::to_string(offset) + " outside");
+    if (offset < 0 || offset >= total) return refuse(outside, what() + "offset " + std::to_string(offset) + " outside");
     Box b{unravel(offset, shape), extents};
     for (std::size_t d = 0; d < shape.size(); ++d)
         if (extents[d] > shape[d] - b.lo[d])
-            return refuse(outside, what + "box at " + to_string(b.lo) + " extents " + to_string(extents) + " leaves " +
+            return refuse(outside, what() + "box at " + to_string(b.lo) + " extents " + to_string(extents) + " leaves " +
                                        to_string(shape));
     *out = std::move(b);
     return std::nullopt;
@@ -221,46 +269,56 @@ std::optional<Refusal> piece_box(int64_t offset, const Index& extents, const Ind
 
 }  // namespace
 
-std::optional<Refusal> validate(const Map& m) {
+std::optional<Refusal> validate(const Map& m) { return validate_map(m, nullptr, nullptr); }
+
+std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* placed_out,
+                                            std::vector<Cell>* cells_out) {
     if (auto r = validate_form(m)) return r;
-    const Index strides = row_major_strides(m.shape);
+    const Index strides = row_major(m.shape);
 
     // Per rank: every piece row-major and inside tensor and shard; the pieces tile the shard.
-    std::vector<Box> logical;             // non-empty pieces of every rank, for the locations check
-    std::vector<std::vector<int>> locs;   // their sorted locations
+    std::vector<Box> in_shard;  // one rank's pieces in its shard
+    std::vector<const Box*> in_shard_boxes;  // pointers to them, for overlapping_pairs
     for (const RankLayout& r : m.ranks) {
         const int64_t shard_numel = numel(r.shard_shape);
         if (shard_numel > 0 && r.pieces.empty())
             return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
                                                           to_string(r.shard_shape) + " but no pieces");
-        const Index shard_strides = row_major_strides(r.shard_shape);
-        std::vector<Box> in_shard;
+        const Index shard_strides = row_major(r.shard_shape);
+        in_shard.clear();
         int64_t covered = 0;
         for (std::size_t i = 0; i < r.pieces.size(); ++i) {
             const Piece& p = r.pieces[i];
-            const std::string w = where(r.rank, i);
+            const auto w = [&] { return where(r.rank, i); };
             // Strides matter only along axes the piece walks (extent > 1).
             for (std::size_t d = 0; d < p.extents.size(); ++d)
                 if (p.extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != shard_strides[d]))
-                    return refuse(Reason::NotRowMajor, w + "strides on axis " + std::to_string(d) + " are not row-major");
+                    return refuse(Reason::NotRowMajor, w() + "strides on axis " + std::to_string(d) + " are not row-major");
             if (is_empty(p.extents)) {  // holds nothing: only its offsets must be sane
-                if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w + "negative logical_offset");
-                if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w + "negative shard_offset");
+                if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w() + "negative logical_offset");
+                if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w() + "negative shard_offset");
                 continue;
             }
             Box lb, sb;
-            if (auto e = piece_box(p.logical_offset, p.extents, m.shape, Reason::PieceOutsideTensor, w + "logical ", &lb))
+            if (auto e = piece_box(p.logical_offset, p.extents, m.shape, Reason::PieceOutsideTensor,
+                                   [&] { return w() + "logical "; }, &lb))
                 return e;
-            if (auto e = piece_box(p.shard_offset, p.extents, r.shard_shape, Reason::PieceOutsideShard, w + "shard ", &sb))
+            if (auto e = piece_box(p.shard_offset, p.extents, r.shard_shape, Reason::PieceOutsideShard,
+                                   [&] { return w() + "shard "; }, &sb))
                 return e;
-            covered += numel(p.extents);  // cannot overflow: each piece fits in the shard
+            // Each piece fits in the shard, but their sum may not fit in int64 (pieces of
+            // a huge shard that overlap): saturate; more than the shard holds means the
+            // pairs below overlap, and that is the refusal.
+            if (__builtin_add_overflow(covered, numel(p.extents), &covered)) covered = INT64_MAX;
             in_shard.push_back(std::move(sb));
-            logical.push_back(std::move(lb));
-            locs.emplace_back(p.locations);
-            std::sort(locs.back().begin(), locs.back().end());
         }
         // Exact tiling = no two pieces share a shard element, and together they cover all of it.
-        auto pairs = overlapping_pairs(in_shard, nullptr);
+        // (A single piece overlaps nothing.)
+        in_shard_boxes.clear();
+        if (in_shard.size() > 1)
+            for (const Box& b : in_shard) in_shard_boxes.push_back(&b);
+        const auto pairs = in_shard.size() > 1 ? overlapping_pairs(in_shard_boxes, nullptr)
+                                                : std::vector<std::pair<std::size_t, std::size_t>>{};
         if (!pairs.empty())
             return refuse(Reason::ShardOverlap, "rank " + std::to_string(r.rank) + ": pieces overlap in the shard at " +
                                                     to_string(in_shard[pairs[0].first].lo));
@@ -270,25 +328,42 @@ std::optional<Refusal> validate(const Map& m) {
                                                 " shard elements");
     }
     // Pieces that share a logical element must agree on who holds it.
-    for (auto [i, j] : overlapping_pairs(logical, nullptr))
-        if (locs[i] != locs[j])
-            return refuse(Reason::LocationsOverlap, "pieces with different locations overlap at logical " +
-                                                        to_string(logical[i].lo) + " / " + to_string(logical[j].lo));
+    std::vector<Placed> placed = placed_pieces(m);
+    {
+        std::vector<const Box*> logical;
+        logical.reserve(placed.size());
+        for (const Placed& p : placed) logical.push_back(&p.logical);
+        for (auto [i, j] : overlapping_pairs(logical, nullptr))
+            if (!same_ranks(*placed[i].locations, *placed[j].locations))
+                return refuse(Reason::LocationsOverlap, "pieces with different locations overlap at logical " +
+                                                            to_string(placed[i].logical.lo) + " / " +
+                                                            to_string(placed[j].logical.lo));
+    }
     // `locations` must name exactly the ranks that hold each element. The cells cut the tensor into
     // boxes with one holder set each; every piece covering a cell has the same locations (checked
     // just above), so comparing with the first holder's piece suffices.
-    const std::vector<Placed> placed = placed_pieces(m);
-    for (const Cell& c : source_cells(placed)) {
-        std::vector<int> holders;
-        for (const auto& h : c.holders) holders.push_back(h.first);
-        if (holders != placed[c.holders[0].second].locations)
+    std::vector<Cell> cells = source_cells(placed);
+    for (const Cell& c : cells) {
+        const std::vector<int>& named = *placed[c.holders[0].second].locations;
+        // Both lists are distinct ranks: they agree when they have the same size and every holder is named.
+        const bool same = c.holders.size() == named.size() &&
+                          std::all_of(c.holders.begin(), c.holders.end(), [&](const auto& h) {
+                              return std::find(named.begin(), named.end(), h.first) != named.end();
+                          });
+        if (!same) {
+            std::vector<int> holders;
+            for (const auto& h : c.holders) holders.push_back(h.first);
+            std::vector<int> sorted = named;
+            std::sort(sorted.begin(), sorted.end());
             return refuse(Reason::LocationsNotHeld, "logical box at " + to_string(c.box.lo) + " extents " +
                                                         to_string(c.box.ext) + " is held by ranks " +
-                                                        to_string(Index(holders.begin(), holders.end())) +
+                                                        to_string(holders) +
                                                         " but its pieces name locations " +
-                                                        to_string(Index(placed[c.holders[0].second].locations.begin(),
-                                                                        placed[c.holders[0].second].locations.end())));
+                                                        to_string(sorted));
+        }
     }
+    if (placed_out) *placed_out = std::move(placed);
+    if (cells_out) *cells_out = std::move(cells);
     return std::nullopt;
 }
 

@@ -33,39 +33,47 @@ struct Raw {
 };
 
 // Merges pairs of segments that are adjacent along one axis in both the source and the target
-// shard, axis by axis, until nothing merges.
+// shard, axis by axis, until nothing merges. For axis k, segments are sorted so that those which
+// may merge (same ranks, same shift between source and target along k, same everything on the
+// other axes) are neighbours in order of their position along k.
 void coalesce(std::vector<Raw>& segs) {
     if (segs.empty()) return;
     const std::size_t n = segs[0].ext.size();
     for (bool merged = true; merged;) {
         merged = false;
         for (std::size_t k = 0; k < n; ++k) {
-            // Segments that may merge along k agree on everything but their position along k, and
-            // have the same shift between source and target positions along k.
-            auto key = [k, n](const Raw& s) {
-                Index key{s.src_rank, s.tgt_rank, s.tc[k] - s.sc[k]};
-                for (std::size_t d = 0; d < n; ++d)
-                    if (d != k) key.insert(key.end(), {s.sc[d], s.tc[d], s.ext[d]});
-                key.push_back(s.sc[k]);
-                return key;
+            // <0, 0, >0 like a comparison of the keys, the position along k left out.
+            auto group = [k, n](const Raw& a, const Raw& b) -> int64_t {
+                if (a.src_rank != b.src_rank) return a.src_rank < b.src_rank ? -1 : 1;
+                if (a.tgt_rank != b.tgt_rank) return a.tgt_rank < b.tgt_rank ? -1 : 1;
+                const int64_t sa = a.tc[k] - a.sc[k], sb = b.tc[k] - b.sc[k];
+                if (sa != sb) return sa < sb ? -1 : 1;
+                for (std::size_t d = 0; d < n; ++d) {
+                    if (d == k) continue;
+                    for (auto [x, y] : {std::pair{a.sc[d], b.sc[d]}, std::pair{a.tc[d], b.tc[d]}, std::pair{a.ext[d], b.ext[d]}})
+                        if (x != y) return x < y ? -1 : 1;
+                }
+                return 0;
             };
-            std::vector<std::pair<Index, Raw>> keyed;
-            for (Raw& s : segs) keyed.emplace_back(key(s), std::move(s));
-            std::sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-            segs.clear();
-            for (auto& [kk, s] : keyed) {
-                if (!segs.empty()) {
-                    Raw& last = segs.back();
-                    Index lk = key(last);
-                    if (std::equal(lk.begin(), lk.end() - 1, kk.begin(), kk.end() - 1) &&
-                        last.sc[k] + last.ext[k] == s.sc[k]) {
-                        last.ext[k] += s.ext[k];
+            auto less = [&](const Raw& a, const Raw& b) {
+                const int64_t g = group(a, b);
+                return g != 0 ? g < 0 : a.sc[k] < b.sc[k];
+            };
+            if (!std::is_sorted(segs.begin(), segs.end(), less)) std::sort(segs.begin(), segs.end(), less);
+            std::size_t out = 0;
+            for (std::size_t i = 0; i < segs.size(); ++i) {
+                if (out > 0) {
+                    Raw& last = segs[out - 1];
+                    if (group(last, segs[i]) == 0 && last.sc[k] + last.ext[k] == segs[i].sc[k]) {
+                        last.ext[k] += segs[i].ext[k];
                         merged = true;
                         continue;
                     }
                 }
-                segs.push_back(std::move(s));
+                if (out != i) segs[out] = segs[i];
+                ++out;
             }
+            segs.resize(out);
         }
     }
 }
@@ -76,20 +84,22 @@ std::size_t piece_count(const Map& m) {
     return c;
 }
 
-const Index& shard_shape_of(const Map& m, int rank) {
+const std::vector<int64_t>& shard_shape_of(const Map& m, int rank) {
     for (const RankLayout& r : m.ranks)
         if (r.rank == rank) return r.shard_shape;
-    static const Index none;
+    static const std::vector<int64_t> none;
     return none;
 }
 
-// FNV-1a, 64 bit, over little-endian 64-bit words: the same digest on every platform.
+// FNV-1a, 64 bit, taking a 64-bit word per step (a byte per step made the digest a tenth of the
+// planner's time), with a shift that folds high bits down: the same digest on every platform.
 struct Fnv {
     uint64_t h = 0xcbf29ce484222325ull;
     void word(uint64_t x) {
-        for (int b = 0; b < 8; ++b) h = (h ^ ((x >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+        h = (h ^ x) * 0x100000001b3ull;
+        h ^= h >> 29;
     }
-    void vec(const Index& v) {
+    void vec(const std::vector<int64_t>& v) {
         word(v.size());
         for (int64_t x : v) word(uint64_t(x));
     }
@@ -108,8 +118,10 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
             return refuse(Reason::PiecesOverBudget, std::string(side) + " has " + std::to_string(piece_count(*m)) +
                                                         " pieces, budget " + std::to_string(budgets.max_pieces));
     }
-    if (auto r = validate(source)) return refuse(r->reason, "source map: " + r->message);
-    if (auto r = validate(target)) return refuse(r->reason, "target map: " + r->message);
+    std::vector<Placed> src, tgt;
+    std::vector<Cell> cells;
+    if (auto r = validate_map(source, &src, &cells)) return refuse(r->reason, "source map: " + r->message);
+    if (auto r = validate_map(target, &tgt, nullptr)) return refuse(r->reason, "target map: " + r->message);
     if (source.shape != target.shape)
         return refuse(Reason::ShapeMismatch, "source shape " + to_string(source.shape) + " != target shape " +
                                                  to_string(target.shape));
@@ -121,20 +133,25 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
                                                            std::to_string(r.rank) + " has a piece with scale " +
                                                            std::to_string(p.scale));
 
-    const std::vector<Placed> src = placed_pieces(source), tgt = placed_pieces(target);
-    const std::vector<Cell> cells = source_cells(src);
-    std::vector<Box> cell_boxes, tgt_boxes;
-    for (const Cell& c : cells) cell_boxes.push_back(c.box);
-    for (const Placed& p : tgt) tgt_boxes.push_back(p.logical);
-    std::vector<std::vector<std::size_t>> meets(tgt.size());  // target piece -> cells meeting it
-    for (auto [t, c] : overlapping_pairs(tgt_boxes, &cell_boxes)) meets[t].push_back(c);
+    std::vector<const Box*> cell_boxes, tgt_boxes;
+    cell_boxes.reserve(cells.size());
+    tgt_boxes.reserve(tgt.size());
+    for (const Cell& c : cells) cell_boxes.push_back(&c.box);
+    for (const Placed& p : tgt) tgt_boxes.push_back(&p.logical);
+    // (target piece, cell meeting it), sorted by target piece: each piece's cells are one run.
+    std::vector<std::pair<std::size_t, std::size_t>> meets = overlapping_pairs(tgt_boxes, &cell_boxes);
+    if (!std::is_sorted(meets.begin(), meets.end())) std::sort(meets.begin(), meets.end());
 
     std::vector<Raw> raw;
+    raw.reserve(meets.size());  // one segment per meeting, before merging
+    std::vector<std::pair<Box, std::size_t>> parts;  // T ∩ cell, and the cell (reused for every T)
+    std::size_t next = 0;  // first entry of `meets` not yet used
     for (std::size_t t = 0; t < tgt.size(); ++t) {
         const Placed& T = tgt[t];
-        std::vector<std::pair<Box, std::size_t>> parts;  // T ∩ cell, and the cell
+        parts.clear();
         int64_t covered = 0;
-        for (std::size_t c : meets[t]) {
+        for (; next < meets.size() && meets[next].first == t; ++next) {
+            const std::size_t c = meets[next].second;
             Box in;
             intersect(T.logical, cells[c].box, &in);
             covered += numel(in.ext);
@@ -173,8 +190,9 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
 
     Plan p;
     p.shape = source.shape;
+    p.segments.reserve(raw.size());
     for (const Raw& r : raw) {
-        const Index &ss = shard_shape_of(source, r.src_rank), &ts = shard_shape_of(target, r.tgt_rank);
+        const std::vector<int64_t> &ss = shard_shape_of(source, r.src_rank), &ts = shard_shape_of(target, r.tgt_rank);
         p.segments.push_back(Segment{r.src_rank, ravel(r.sc, ss), row_major_strides(ss), r.tgt_rank, ravel(r.tc, ts),
                                      row_major_strides(ts), r.ext});
     }
@@ -220,7 +238,8 @@ uint64_t agreement_digest(const Plan& plan, std::size_t elem_size, uint64_t budg
 namespace {
 
 // Refusal unless every element of the box (offset, strides, extents) lies in [0, elements).
-std::optional<Refusal> check_box(int64_t offset, const Index& strides, const Index& ext, std::size_t elements,
+std::optional<Refusal> check_box(int64_t offset, const std::vector<int64_t>& strides, const std::vector<int64_t>& ext,
+                                 std::size_t elements,
                                  const std::string& what) {
     if (strides.size() != ext.size()) return refuse(Reason::SegmentOutOfBounds, what + ": strides/extents differ in length");
     if (std::any_of(ext.begin(), ext.end(), [](int64_t e) { return e < 0; }))

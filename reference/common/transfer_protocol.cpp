@@ -1,0 +1,533 @@
+// The shared affine transfer protocol (transfer_protocol.hpp): checks, votes and the staged
+// exchange. Moved here unchanged from the host executor, so that every backend's executor keeps
+// the host's contract; what touches memory is the backend's (Executor, Stager).
+#include "transfer_protocol.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace xmc::transfer {
+namespace {
+
+constexpr const char *kCall = "transfer_execute";
+using std::to_string;
+
+// FNV-1a over 64-bit words.
+struct Fnv {
+    uint64_t h = 0xcbf29ce484222325ull;
+    void word(uint64_t x) {
+        for (int b = 0; b < 8; ++b) h = (h ^ ((x >> (8 * b)) & 0xff)) * 0x100000001b3ull;
+    }
+};
+
+// True when no two elements of the shard view share memory. Axes are sorted by |stride|, and each
+// must step past everything the faster axes reach.
+bool distinct_elements(const xmc_shard_buffer &b) {
+    std::vector<std::pair<int64_t, int64_t>> axes;  // |stride|, size
+    for (int d = 0; d < b.ndim; ++d)
+        if (b.shape[d] > 1) axes.emplace_back(b.strides[d] < 0 ? -b.strides[d] : b.strides[d], b.shape[d]);
+    std::sort(axes.begin(), axes.end());
+    int64_t reached = 0;  // how far the faster axes reach from an element
+    for (auto [stride, size] : axes) {
+        if (stride <= reached) return false;
+        if (__builtin_add_overflow(reached, stride * (size - 1), &reached)) return false;
+    }
+    return true;
+}
+
+// Why a buffer cannot hold its shard ("" when it can). Checks dims, sizes, the backend's view of its
+// memory and capacity and, for a target, that no two elements share memory.
+std::string check_buffer(const xmc_shard_buffer &b, const std::string &side, Executor &ex) {
+    if (b.ndim < 0 || b.ndim > XMC_MAX_DIMS) return side + " buffer has " + to_string(b.ndim) + " dims";
+    int64_t n = 0;
+    if (!shard_numel(b.ndim, b.shape, &n)) return side + " buffer shape is negative or too large";
+    if (n == 0) return "";
+    if (std::string why = ex.check_memory(b, side); !why.empty()) return why;
+    int64_t lo = 0, hi = 0;
+    if (!reach(b, &lo, &hi)) return side + " buffer offsets overflow";
+    if (lo < 0 || uint64_t(hi) >= b.capacity)
+        return side + " buffer too small: its shard reaches elements [" + to_string(lo) + ", " + to_string(hi) +
+               "] of a capacity of " + to_string(b.capacity);
+    if (side == "target" && !distinct_elements(b)) return "target buffer strides make elements share memory";
+    return "";
+}
+
+// True when the byte ranges that two non-empty shard views reach intersect (a test on their
+// extents, so interleaved buffers count as overlapping).
+bool overlap(const xmc_shard_buffer &a, const xmc_shard_buffer &b, size_t elem) {
+    int64_t alo = 0, ahi = 0, blo = 0, bhi = 0;
+    reach(a, &alo, &ahi);
+    reach(b, &blo, &bhi);
+    const uintptr_t a0 = uintptr_t(a.ptr) + uintptr_t(alo) * elem, a1 = uintptr_t(a.ptr) + uintptr_t(ahi + 1) * elem;
+    const uintptr_t b0 = uintptr_t(b.ptr) + uintptr_t(blo) * elem, b1 = uintptr_t(b.ptr) + uintptr_t(bhi + 1) * elem;
+    return a0 < b1 && b0 < a1;
+}
+
+// Step 2: this rank's check of its own request, then the backend's preparation. Returns why it
+// refuses, or "".
+std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
+    const xmc_group &g = *a.group;
+    const size_t elem = a.elem_size;
+    if (elem == 0) return "element size 0";
+    if (a.staging_budget < elem)
+        return "staging budget " + to_string(a.staging_budget) + " B is smaller than one element (" +
+               to_string(elem) + " B)";
+    if (a.plan.segment_count > 0 && !a.plan.segments) return "plan has segments but no segment array";
+    const bool has_src = a.source.ptr != nullptr, has_tgt = a.target.ptr != nullptr;
+    for (const auto &[buf, side] : {std::pair{&a.source, "source"}, std::pair{&a.target, "target"}})
+        if (buf->ptr)
+            if (std::string why = check_buffer(*buf, side, ex); !why.empty()) return why;
+    int64_t src_n = 0, tgt_n = 0;
+    if (has_src) shard_numel(a.source.ndim, a.source.shape, &src_n);
+    if (has_tgt) shard_numel(a.target.ndim, a.target.shape, &tgt_n);
+    if (src_n > 0 && tgt_n > 0 && overlap(a.source, a.target, elem)) return "source and target buffers overlap";
+
+    w.me = g.my_index;
+    w.out.assign(size_t(g.size), {});
+    w.in.assign(size_t(g.size), {});
+    w.in_segments.assign(size_t(g.size), {});
+    w.out_bytes.assign(size_t(g.size), 0);
+    w.in_bytes.assign(size_t(g.size), 0);
+    const int32_t my_label = g.ranks[g.my_index];
+    int64_t written = 0;  // target elements the plan writes here
+    for (size_t i = 0; i < a.plan.segment_count; ++i) {
+        const xmc_segment &s = a.plan.segments[i];
+        const std::string name = "segment " + to_string(i);
+        if (s.ndim < 0 || s.ndim > XMC_MAX_DIMS) return name + " has " + to_string(s.ndim) + " dims";
+        int64_t volume = 0;
+        if (!shard_numel(s.ndim, s.extents, &volume)) return name + " has a negative or too large extent";
+        int src = -1, tgt = -1;  // positions of its ranks in the group
+        for (int k = 0; k < g.size; ++k) {
+            if (g.ranks[k] == s.src_rank) src = k;
+            if (g.ranks[k] == s.tgt_rank) tgt = k;
+        }
+        if (src < 0 || tgt < 0)
+            return name + " names rank " + to_string(src < 0 ? s.src_rank : s.tgt_rank) + ", not in the group";
+        if (src != w.me && tgt != w.me) continue;
+        ++w.segments;
+        if (src == w.me && !has_src) return name + " reads rank " + to_string(my_label) + ", which has no source buffer";
+        if (tgt == w.me && !has_tgt) return name + " writes rank " + to_string(my_label) + ", which has no target buffer";
+        if (tgt == w.me && __builtin_add_overflow(written, volume, &written)) return name + " overflows the target";
+        if (volume == 0) continue;  // an empty box moves nothing
+        View sv, tv;
+        if (src == w.me)
+            if (std::string why = place(s, s.src_offset, s.src_strides, a.source, &sv); !why.empty())
+                return name + " source " + why;
+        if (tgt == w.me)
+            if (std::string why = place(s, s.tgt_offset, s.tgt_strides, a.target, &tv); !why.empty())
+                return name + " target " + why;
+        const uint64_t bytes = uint64_t(volume) * elem;
+        if (src == w.me && tgt == w.me) {
+            w.local.emplace_back(sv, tv);
+        } else if (src == w.me) {
+            w.out[size_t(tgt)].push_back(sv);
+            w.out_bytes[size_t(tgt)] += bytes;
+        } else {
+            w.in[size_t(src)].push_back(tv);
+            w.in_segments[size_t(src)].push_back(i);
+            w.in_bytes[size_t(src)] += bytes;
+        }
+    }
+    // A declared target must be written whole (a shard the plan never writes is a mismatch).
+    if (has_tgt && written != tgt_n)
+        return "the plan writes " + to_string(written) + " elements of this rank's target shard of " +
+               to_string(tgt_n);
+
+    for (int p = 0; p < g.size; ++p)
+        w.chunk = std::max({w.chunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
+                            std::min(a.staging_budget, w.in_bytes[size_t(p)])});
+    return ex.prepare(a, w);
+}
+
+// A vote's reason field from a message, cut to fit.
+void set_reason(TransferVote &v, const std::string &why) {
+    std::snprintf(v.reason, sizeof v.reason, "%s", why.c_str());
+}
+
+}  // namespace
+
+bool next(int64_t *idx, const int64_t *ext, int m) {
+    for (int d = m - 1; d >= 0; --d) {
+        if (++idx[d] < ext[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
+void simplify(View &a, View *b) {
+    int n = 0;
+    for (int d = 0; d < a.ndim; ++d) {
+        if (a.ext[d] == 1) continue;
+        const bool merge = n > 0 && a.stride[n - 1] == a.stride[d] * a.ext[d] &&
+                           (!b || b->stride[n - 1] == b->stride[d] * b->ext[d]);
+        for (View *v : {&a, b}) {
+            if (!v) continue;
+            if (merge) {
+                v->ext[n - 1] *= v->ext[d];
+                v->stride[n - 1] = v->stride[d];
+            } else {
+                v->ext[n] = v->ext[d];
+                v->stride[n] = v->stride[d];
+            }
+        }
+        if (!merge) ++n;
+    }
+    a.ndim = n;
+    if (b) b->ndim = n;
+}
+
+bool shard_numel(int ndim, const int64_t *shape, int64_t *n) {
+    *n = 1;
+    for (int d = 0; d < ndim; ++d)
+        if (shape[d] < 0 || __builtin_mul_overflow(*n, shape[d], n)) return false;
+    return true;
+}
+
+bool reach(const xmc_shard_buffer &b, int64_t *lo, int64_t *hi) {
+    *lo = *hi = b.offset;
+    for (int d = 0; d < b.ndim; ++d) {
+        int64_t r = 0;
+        if (__builtin_mul_overflow(b.shape[d] - 1, b.strides[d], &r)) return false;
+        int64_t &end = r < 0 ? *lo : *hi;
+        if (__builtin_add_overflow(end, r, &end)) return false;
+    }
+    return true;
+}
+
+std::string place(const xmc_segment &s, int64_t offset, const int64_t *strides, const xmc_shard_buffer &b,
+                  View *v) {
+    if (b.ndim != s.ndim) return "has " + to_string(s.ndim) + " dims, the buffer " + to_string(b.ndim);
+    int64_t numel = 0;
+    shard_numel(b.ndim, b.shape, &numel);
+    if (offset < 0 || offset >= numel) return "starts at element " + to_string(offset) + ", outside its shard";
+    v->ndim = s.ndim;
+    v->base = b.offset;
+    int64_t row = numel;  // the row-major stride of axis d
+    for (int d = 0; d < s.ndim; ++d) {
+        row /= b.shape[d];
+        const int64_t corner = offset / row % b.shape[d];
+        if (s.extents[d] > 1 && strides[d] != row)
+            return "has stride " + to_string(strides[d]) + " on axis " + to_string(d) + ", not the shard's " +
+                   to_string(row);
+        if (corner + s.extents[d] > b.shape[d]) return "leaves its shard on axis " + to_string(d);
+        v->ext[d] = s.extents[d];
+        v->stride[d] = b.strides[d];
+        v->base += corner * b.strides[d];
+    }
+    return "";
+}
+
+xmc_status transport_status(int rc) {
+    return rc == 0 ? XMC_OK : rc == XMC_ERR_TIMEOUT ? XMC_ERR_TIMEOUT : XMC_ERR_PEER_FAILED;
+}
+
+namespace {
+
+// The bytes of one side of a peer's segments (a list of views), in plan order, as contiguous runs:
+// at() is the byte offset (from the buffer's pointer) of the first byte of the current run not
+// taken yet, left() how many of its bytes are left. Every view holds at least one element.
+class Runs {
+public:
+    Runs(const std::vector<View> &views, size_t elem) : views_(views), elem_(elem) { start_view(); }
+    bool done() const { return view_ == views_.size(); }
+    int64_t at() const { return (run_ + k_ * v_.stride[v_.ndim - 1]) * int64_t(elem_) + int64_t(taken_); }
+    size_t left() const { return run_len_ - taken_; }
+    // True at a view's first byte: a new segment starts.
+    bool view_start() const { return first_run_ && taken_ == 0; }
+    void take(size_t n) {
+        taken_ += n;
+        if (taken_ == run_len_) next_run();
+    }
+
+private:
+    void start_view() {
+        if (done()) return;
+        v_ = views_[view_];
+        simplify(v_, nullptr);
+        if (v_.ndim == 0) v_.ndim = 1, v_.ext[0] = 1, v_.stride[0] = 1;  // one element
+        std::fill(idx_, idx_ + XMC_MAX_DIMS, 0);
+        dense_ = v_.stride[v_.ndim - 1] == 1;
+        first_run_ = true;
+        load_run();
+    }
+    // Runs of a view: one per index of the outer axes, the inner axis whole when it is dense, else
+    // one element at a time (k_).
+    void load_run() {
+        const int n = v_.ndim;
+        run_ = v_.base;
+        for (int d = 0; d + 1 < n; ++d) run_ += idx_[d] * v_.stride[d];
+        k_ = 0;
+        run_len_ = (dense_ ? size_t(v_.ext[n - 1]) : size_t(1)) * elem_;
+        taken_ = 0;
+    }
+    void next_run() {
+        first_run_ = false;
+        if (!dense_ && k_ + 1 < v_.ext[v_.ndim - 1]) {
+            ++k_;
+            taken_ = 0;
+        } else if (next(idx_, v_.ext, v_.ndim - 1)) {
+            load_run();
+        } else {
+            ++view_;
+            start_view();
+        }
+    }
+
+    const std::vector<View> &views_;
+    const size_t elem_;
+    size_t view_ = 0;
+    View v_;
+    int64_t idx_[XMC_MAX_DIMS] = {};
+    bool dense_ = true, first_run_ = true;
+    int64_t run_ = 0, k_ = 0;  // the run's first element; for a strided inner axis, the element in it
+    size_t run_len_ = 0, taken_ = 0;
+};
+
+// One direction of a pair exchange: the chunks to or from peer p, one at a time.
+struct Direction {
+    Direction(const xmc_transfer_args &a, Work &w, int p, uint64_t tag, xmc_transfer_stats &st, Stager &sg,
+              bool incoming)
+        : tp(*a.group->transport), p(p), tag(tag), st(st), sg(sg), incoming(incoming),
+          runs(incoming ? w.in[size_t(p)] : w.out[size_t(p)], a.elem_size),
+          left(incoming ? w.in_bytes[size_t(p)] : w.out_bytes[size_t(p)]),
+          cap(std::min<uint64_t>(a.staging_budget, left)) {}
+
+    bool done() const { return left == 0; }
+    size_t next_chunk() const { return size_t(std::min(cap, left)); }
+    // A piece of a segment starts in this chunk (statistics: chunks).
+    void count_piece(bool chunk_start) {
+        if (chunk_start || runs.view_start()) st.chunks += 1;
+    }
+
+    // Outgoing: makes the next chunk ready to send: the source itself, or packed into the arena.
+    xmc_status pack() {
+        const size_t chunk = next_chunk();
+        count_piece(true);
+        if (runs.left() >= chunk) {
+            if (const char *direct = sg.source_bytes(runs.at(), chunk)) {
+                ready = direct, staged = false;
+                runs.take(chunk);
+                return XMC_OK;
+            }
+        }
+        char *arena = sg.arena(false);
+        for (size_t used = 0; used < chunk;) {
+            if (used > 0) count_piece(false);
+            const size_t n = std::min(runs.left(), chunk - used);
+            if (xmc_status s = sg.pack(arena + used, runs.at(), n); s != XMC_OK) return s;
+            runs.take(n);
+            used += n;
+        }
+        ready = arena, staged = true;
+        return sg.packed();
+    }
+    xmc_status send() {
+        const size_t chunk = next_chunk();
+        if (int rc = tp.send(tp.ctx, p, ready, chunk, tag++)) return transport_status(rc);
+        account(chunk);
+        return XMC_OK;
+    }
+
+    // Incoming: receives the next chunk, into the target itself or into the arena (unpack() then
+    // copies it to the target).
+    xmc_status recv() {
+        const size_t chunk = next_chunk();
+        char *to = nullptr;
+        if (runs.left() >= chunk) to = sg.target_bytes(runs.at(), chunk);
+        staged = to == nullptr;
+        if (staged) to = sg.arena(true);
+        if (int rc = tp.recv(tp.ctx, p, to, chunk, tag++)) return transport_status(rc);
+        if (!staged) {
+            count_piece(true);
+            runs.take(chunk);
+        }
+        pending = staged ? chunk : 0;
+        account(chunk);
+        return XMC_OK;
+    }
+    xmc_status unpack() {
+        if (pending == 0) return XMC_OK;
+        const char *arena = sg.arena(true);
+        for (size_t used = 0; used < pending;) {
+            count_piece(used == 0);
+            const size_t n = std::min(runs.left(), pending - used);
+            if (xmc_status s = sg.unpack(runs.at(), arena + used, n); s != XMC_OK) return s;
+            runs.take(n);
+            used += n;
+        }
+        pending = 0;
+        return sg.unpacked();
+    }
+
+    void account(size_t chunk) {
+        left -= chunk;
+        (incoming ? st.bytes_received : st.bytes_sent) += chunk;
+        st.rounds += 1;
+        if (staged) st.staging_peak = std::max<uint64_t>(st.staging_peak, chunk);
+    }
+
+    const xmc_transport &tp;
+    const int p;
+    uint64_t tag;  // of the next message
+    xmc_transfer_stats &st;
+    Stager &sg;
+    const bool incoming;
+    Runs runs;
+    uint64_t left;     // bytes not sent or received yet
+    const uint64_t cap;
+    const char *ready = nullptr;  // outgoing: the packed chunk
+    bool staged = false;          // the current chunk goes through the arena
+    size_t pending = 0;           // incoming: bytes in the arena not unpacked yet
+};
+
+}  // namespace
+
+xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t tag, xmc_transfer_stats &st,
+                         Stager &sg) {
+    Direction out(a, w, p, tag, st, sg, false), in(a, w, p, tag, st, sg, true);
+    const bool lower = w.me < p;
+    xmc_status s = XMC_OK;
+    while (s == XMC_OK && !(out.done() && in.done())) {
+        const bool sending = !out.done(), receiving = !in.done();
+        if (sending) s = out.pack();
+        if (lower) {
+            if (s == XMC_OK && sending) s = out.send();
+            if (s == XMC_OK && receiving) s = in.recv();
+        } else {
+            if (s == XMC_OK && receiving) s = in.recv();
+            if (s == XMC_OK && sending) s = out.send();
+        }
+        if (s == XMC_OK) s = in.unpack();
+    }
+    return s;
+}
+
+uint64_t transfer_digest(const xmc_transfer_args &a) {
+    Fnv f;
+    f.word(0x786d632d78667231ull);  // "xmc-xfr1": format tag
+    f.word(a.plan.digest);          // the planner's digest, and the segments themselves
+    f.word(a.plan.segment_count);
+    for (size_t i = 0; a.plan.segments && i < a.plan.segment_count; ++i) {
+        const xmc_segment &s = a.plan.segments[i];
+        const int nd = std::clamp(s.ndim, 0, XMC_MAX_DIMS);
+        for (int64_t x : {int64_t(s.src_rank), int64_t(s.tgt_rank), int64_t(s.ndim), s.src_offset, s.tgt_offset})
+            f.word(uint64_t(x));
+        for (int d = 0; d < nd; ++d) {
+            f.word(uint64_t(s.extents[d]));
+            f.word(uint64_t(s.src_strides[d]));
+            f.word(uint64_t(s.tgt_strides[d]));
+        }
+    }
+    f.word(a.elem_size);  // seed bug: a digest without the element type let ranks disagree silently
+    f.word(a.staging_budget);
+    f.word(uint64_t(a.group->size));
+    for (int k = 0; k < a.group->size; ++k) f.word(uint64_t(int64_t(a.group->ranks[k])));
+    return f.h;
+}
+
+xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex) {
+    // Step 1: without a usable group no peer can be told, so these fail here alone.
+    if (!args || !stats) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: NULL args or stats", kCall);
+    *stats = xmc_transfer_stats{};
+    if (args->struct_size < sizeof(xmc_transfer_args))
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: struct_size %u < %zu", kCall,
+                        args->struct_size, sizeof(xmc_transfer_args));
+    const xmc_group *g = args->group;
+    if (!g || !g->ranks || g->size < 1 || g->my_index < 0 || g->my_index >= g->size || !g->transport ||
+        !g->transport->send || !g->transport->recv || !g->transport->all_gather)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall,
+                        "%s: the group needs ranks, 0 <= my_index < size and a transport with send, recv and "
+                        "all_gather", kCall);
+    if (g->timeout_ms == 0)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall,
+                        "%s: group timeout_ms is 0; a transfer must be bounded (AFF-NO-HANG)", kCall);
+    for (int i = 0; i < g->size; ++i)
+        for (int j = -1; j < i; ++j)  // j == -1: the label itself (a group of one has no pair)
+            if (g->ranks[i] < 0 || (j >= 0 && g->ranks[i] == g->ranks[j]))
+                return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall,
+                                "%s: group rank labels must be distinct and >= 0 (position %d is %d)", kCall, i,
+                                g->ranks[i]);
+    const xmc_transport &tp = *g->transport;
+    const char *tp_name = tp.name ? tp.name : "?";
+    const int32_t my_label = g->ranks[g->my_index];
+
+    try {
+        // Step 2.
+        Work w;
+        const std::string why = check_request(*args, w, ex);
+
+        // Step 3: agreement. The nonces make this call's message tags differ from any earlier call's.
+        TransferVote mine{};
+        mine.digest = transfer_digest(*args);
+        mine.nonce = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+        mine.index = g->my_index;
+        mine.label = my_label;
+        mine.refused = why.empty() ? 0 : 1;
+        set_reason(mine, why);
+        std::vector<TransferVote> votes(size_t(g->size));
+        xmc_status s = transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
+        if (s != XMC_OK)
+            return be::fail(inst, s, 0, kCall, "%s: rank %d: the agreement over transport '%s' failed: %s within %u ms",
+                            kCall, my_label, tp_name, xmc_status_string(s), g->timeout_ms);
+        if (!why.empty())
+            return be::fail(inst, XMC_ERR_REFUSED, 0, kCall, "%s: rank %d refused: %s", kCall, my_label, why.c_str());
+        Fnv call;
+        for (int k = 0; k < g->size; ++k) {
+            const TransferVote &v = votes[size_t(k)];
+            if (v.refused)
+                return be::fail(inst, XMC_ERR_REFUSED, 0, kCall, "%s: refused because rank %d refused: %.172s", kCall,
+                                v.label, v.reason);
+            if (v.index != k)
+                return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
+                                "%s: refused: the rank at group position %d believes it is at position %d", kCall, k,
+                                v.index);
+            if (v.digest != votes[0].digest)
+                return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
+                                "%s: refused: rank %d's request differs from rank %d's (plan, element size, budget "
+                                "or group)", kCall, v.label, votes[0].label);
+            call.word(v.nonce);
+        }
+
+        // Step 4. Tags: the call's id in the high half, the chunk number in the low half.
+        s = ex.move(*args, w, call.h << 32, *stats);
+        stats->segments = w.segments;
+        // A backend's own failure (a driver call, not the transport) keeps its detail and code.
+        xmc_error_info own{};
+        const bool backend_failed = s != XMC_OK && s != XMC_ERR_TIMEOUT && s != XMC_ERR_PEER_FAILED;
+        if (backend_failed) be::last_error(inst, &own);
+
+        // Step 5: every rank learns whether every rank succeeded.
+        TransferVote done{};
+        done.digest = mine.digest;
+        done.index = g->my_index;
+        done.label = my_label;
+        done.refused = s == XMC_OK ? 0 : 1;
+        set_reason(done, s == XMC_OK       ? ""
+                         : backend_failed ? std::string(own.message)
+                                          : std::string("transport ") + xmc_status_string(s));
+        const xmc_status gs = transport_status(tp.all_gather(tp.ctx, &done, votes.data(), sizeof done, g->timeout_ms));
+        if (backend_failed)
+            return be::fail(inst, s, own.native_code, kCall, "%s: rank %d: moving data failed: %.300s", kCall,
+                            my_label, own.message);
+        if (s != XMC_OK)
+            return be::fail(inst, s, 0, kCall, "%s: rank %d: moving data over transport '%s' failed: %s", kCall,
+                            my_label, tp_name, xmc_status_string(s));
+        if (gs != XMC_OK)
+            return be::fail(inst, gs, 0, kCall, "%s: rank %d: the completion vote over transport '%s' failed: %s",
+                            kCall, my_label, tp_name, xmc_status_string(gs));
+        for (const TransferVote &v : votes)
+            if (v.refused)
+                return be::fail(inst, XMC_ERR_PEER_FAILED, 0, kCall, "%s: rank %d failed: %.172s", kCall, v.label,
+                                v.reason);
+        return be::ok();
+    } catch (const std::bad_alloc &) {
+        return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, kCall, "%s: rank %d: out of host memory", kCall, my_label);
+    }
+}
+
+}  // namespace xmc::transfer

@@ -1,0 +1,187 @@
+// The transport-level parts of the affine transfer executor (SPEC 5, AFF-EXEC-EXACT .. AFF-NO-HANG)
+// that every in-tree backend shares: placing segments on buffers, checking a request, the agreement
+// and completion votes, and the staged pairwise exchange over the group's transport. A backend
+// supplies what touches memory (Executor: its device check, its staging, its copies); the protocol
+// around it is this one, so the host and the CUDA executors refuse, agree and fail alike.
+//
+// One call of execute(), in order:
+//  1. The group must be usable; if not, XMC_ERR_INVALID_ARGUMENT at once (no peer can be told).
+//  2. This rank checks its own request against the plan (check_request, then the backend's
+//     prepare: staging, stream synchronization). Nothing is written.
+//  3. Agreement: every rank contributes a TransferVote (a digest of plan, element size, budget and
+//     group, and its own verdict). All ranks refuse if any rank refused or any digest differs, so
+//     they refuse together before anyone writes (AFF-AGREE, AFF-REFUSE-BEFORE-WRITE).
+//  4. The backend moves the data (Executor::move): local segments, then peers, the staged ones
+//     through exchange() in a fixed pairwise schedule, in chunks of at most `budget` bytes.
+//  5. Completion: a second vote, so that a failure on one rank reaches every rank (AFF-NO-HANG).
+//
+// Transports return 0 or an xmc_status; XMC_ERR_TIMEOUT means their bound ran out. Every transport
+// operation is bounded (send and recv by the transport, all_gather by the group's timeout), so a
+// missing or failed peer ends a call as XMC_ERR_TIMEOUT or XMC_ERR_PEER_FAILED.
+// Ranks are the group's labels; this rank is ranks[my_index] (AFF-GROUP).
+#pragma once
+#include "errors.hpp"
+
+#include <xmc/backend.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xmc::transfer {
+
+// What each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote.
+// Public so that a broken backend of the self-test can plant a bug in it.
+struct TransferVote {
+    uint64_t digest;   // transfer_digest() of the sender's request
+    uint64_t nonce;    // random per call: the call's message tags derive from every rank's nonce
+    int32_t index;     // the group position the sender believes it holds
+    int32_t label;     // the sender's rank label
+    int32_t refused;   // 1 when the sender refused (agreement) or failed (completion)
+    char reason[172];  // why, NUL-terminated
+};
+// A digest of the plan's segments and digest, the element size, the staging budget and the group's labels.
+uint64_t transfer_digest(const xmc_transfer_args &args);
+
+// One side of a segment placed on a buffer: element i of the box is at element index
+// base + sum(i[d] * stride[d]), counted from the buffer's pointer.
+struct View {
+    int ndim = 0;
+    int64_t ext[XMC_MAX_DIMS] = {};
+    int64_t stride[XMC_MAX_DIMS] = {};
+    int64_t base = 0;
+};
+
+// Steps idx over the first m axes of ext in row-major order; false after the last index.
+bool next(int64_t *idx, const int64_t *ext, int m);
+// Drops axes of extent 1. Merges axis d into the axis before it wherever every view keeps its
+// element order (stride[d-1] == stride[d] * ext[d]). Dense boxes thus become long runs.
+// Both views have the same extents.
+void simplify(View &a, View *b);
+
+// Calls f(first element index, element count) for each contiguous run of v, in row-major order.
+// The innermost axis is one run when its stride is 1, else one run per element. Returns false as
+// soon as f does.
+template <class F>
+bool for_each_run(View v, F &&f) {
+    simplify(v, nullptr);
+    const int n = v.ndim;
+    const int64_t inner = n ? v.ext[n - 1] : 1;
+    const bool dense = n == 0 || v.stride[n - 1] == 1;
+    int64_t idx[XMC_MAX_DIMS] = {};
+    do {
+        int64_t at = v.base;
+        for (int d = 0; d + 1 < n; ++d) at += idx[d] * v.stride[d];
+        if (dense) {
+            if (!f(at, inner)) return false;
+        } else {
+            for (int64_t k = 0; k < inner; ++k)
+                if (!f(at + k * v.stride[n - 1], int64_t{1})) return false;
+        }
+    } while (next(idx, v.ext, n - 1));
+    return true;
+}
+
+// The number of elements of a shard shape; false when a size is negative or the count overflows.
+bool shard_numel(int ndim, const int64_t *shape, int64_t *n);
+// The smallest and largest element index (from ptr) reachable in a non-empty buffer's shard view;
+// false on overflow.
+bool reach(const xmc_shard_buffer &b, int64_t *lo, int64_t *hi);
+// Places one side of a non-empty segment (offset and strides in the shard's row-major order) on a
+// buffer already checked. The segment must be a box inside the shard. Returns why not, or "".
+std::string place(const xmc_segment &s, int64_t offset, const int64_t *strides, const xmc_shard_buffer &b, View *v);
+// A transport's answer as a status: 0 is done, XMC_ERR_TIMEOUT a timeout, anything else a peer failure.
+xmc_status transport_status(int rc);
+
+// This rank's part of a checked request.
+struct Work {
+    int me = 0;                                  // my position in the group
+    std::vector<std::pair<View, View>> local;    // source and target of local segments
+    std::vector<std::vector<View>> out, in;      // per peer position: views to send, to receive into
+    std::vector<std::vector<size_t>> in_segments;  // per peer position: plan indices of `in`, in order
+    std::vector<uint64_t> out_bytes, in_bytes;   // per peer position
+    uint64_t segments = 0;                       // segments this rank reads or writes
+    uint64_t chunk = 0;                          // staging a peer direction needs: min(budget, its bytes), max
+};
+
+// What a backend supplies to execute().
+class Executor {
+public:
+    virtual ~Executor() = default;
+    // Why this backend cannot use a buffer's memory (its kind, its device), or "".
+    virtual std::string check_memory(const xmc_shard_buffer &b, const std::string &side) = 0;
+    // After the plan checks, before the agreement: allocate staging (w.chunk bytes at most per peer
+    // direction) and wait for work queued on the caller's stream. Why it refuses, or "".
+    virtual std::string prepare(const xmc_transfer_args &a, Work &w) = 0;
+    // Steps 4 and 5 once every rank agreed. `call_tag` is unique to the call (high 32 bits).
+    virtual xmc_status move(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st) = 0;
+};
+
+// The whole call (steps 1 to 5); the backend's entry point.
+xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex);
+
+// The backend's side of staged transfers: moving bytes between its buffers and a staging arena.
+// Copies may be asynchronous until packed()/unpacked() return.
+class Stager {
+public:
+    virtual ~Stager() = default;
+    // Staging: two arenas of at least Work::chunk bytes each, one for what is sent and one for what
+    // is received, each reused for every peer in that direction.
+    virtual char *arena(bool incoming) = 0;
+    // Where the transport may read `bytes` of the source from byte `first` (counted from the
+    // source's pointer) on as they are, or NULL when they must be packed into the arena first.
+    // A chunk that lies within one contiguous run is then sent without staging.
+    virtual const char *source_bytes(int64_t first, size_t bytes) {
+        (void)first, (void)bytes;
+        return nullptr;
+    }
+    // Likewise where the transport may write `bytes` of the target from byte `first` on, or NULL.
+    virtual char *target_bytes(int64_t first, size_t bytes) {
+        (void)first, (void)bytes;
+        return nullptr;
+    }
+    // Copies `bytes` of the source, from byte `first` on, to `to` in the arena.
+    virtual xmc_status pack(char *to, int64_t first, size_t bytes) = 0;
+    // The packed bytes are in the arena (before a send).
+    virtual xmc_status packed() { return XMC_OK; }
+    // Copies `bytes` from the arena to the target, from byte `first` on.
+    virtual xmc_status unpack(int64_t first, const char *from, size_t bytes) = 0;
+    // The arena may be reused (before the next receive).
+    virtual xmc_status unpacked() { return XMC_OK; }
+};
+
+// Each pair of ranks in turn, for the peers `staged(p)` says: in step k, position i exchanges with
+// position (k - i) mod n: every pair meets in exactly one step, the pairs of a step are disjoint,
+// and both ends compute the same schedule; `staged` must agree on both ends. Each direction's bytes,
+// the sender's segments for that peer in plan order, go in chunks of exactly min(budget, bytes to
+// that peer) (the last one may be shorter), one transport message each (AFF-STAGING). A chunk
+// within one contiguous run of the source is sent from the source itself, and one within one run of
+// the target received into the target itself, when the stager allows it (dense data then crosses
+// without staging); otherwise it is packed into the outgoing arena, or received into the incoming
+// arena and unpacked from there. Each end decides for itself; the messages are the same either way.
+//
+// Within a pair the directions alternate chunk by chunk, and each end packs its next chunk before
+// it waits for the peer: the lower position sends chunk i, then receives the peer's chunk i; the
+// higher receives, then sends. Both ends thus pack at the same time, and each unpacks while the
+// other does too. Blocking sends cannot deadlock: at each step one end sends what the other receives.
+template <class Staged>
+xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st, Stager &sg,
+                    Staged &&staged);
+// One pair's part of exchange(): this rank and peer position p.
+xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t tag, xmc_transfer_stats &st,
+                         Stager &sg);
+
+template <class Staged>
+xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st, Stager &sg,
+                    Staged &&staged) {
+    const int n = a.group->size, me = w.me;
+    for (int k = 0; k < n; ++k) {
+        const int p = ((k - me) % n + n) % n;
+        if (p == me || !staged(p)) continue;
+        if (xmc_status s = exchange_with(a, w, p, call_tag, st, sg); s != XMC_OK) return s;
+    }
+    return XMC_OK;
+}
+
+} // namespace xmc::transfer

@@ -1,0 +1,406 @@
+// Affine transfer on CUDA devices (SPEC 5, AFF-EXEC-EXACT .. AFF-NO-HANG; capability `transfer`).
+// The protocol (checks on every rank, the agreement vote before any write, the staged pairwise
+// exchange, the completion vote) is reference/common/transfer_protocol.hpp, the one the host
+// executor uses; this file supplies CUDA memory.
+//
+// Data paths, all on the caller's stream (or, when it passes none, a stream made for the call on
+// this rank's device):
+//  - Local segments: strided device copies. A box is simplified (axes of extent 1 dropped, axes
+//    merged wherever both sides keep element order); a dense box is one cuMemcpyAsync, a strided
+//    one one cuMemcpy2DAsync (rows) or cuMemcpy3DAsync (rows and slices, when both slice strides
+//    are whole multiples of the pitches), in a loop over the axes beyond three; rows wider than
+//    16 KiB go as 8 KiB sub-rows (faster on the H200). Between devices, the peer forms
+//    (cuMemcpyPeerAsync, cuMemcpy3DPeerAsync) name both contexts. When the rank also pulls from
+//    peers, its local copies run on a second stream of the same device, beside the pulls.
+//  - Peers in this process (same address space; the threads transport, or one process driving
+//    several GPUs): after the agreement every rank gives every other, by all_gather, its process
+//    token and its source buffer; each target rank then pulls its segments straight from the
+//    peer's source with peer copies (peer access enabled where the devices allow it). No staging,
+//    nothing crosses the transport but the descriptors.
+//  - Peers in other processes: staged through pinned host memory (pin_alloc), at most
+//    min(budget, bytes) per peer direction, over the transport's send and recv, in the shared
+//    schedule (transfer::exchange). Correct, and as fast as the transport; NCCL is not used.
+// Before the agreement each rank waits for its stream, so every source is ready when the first
+// pull starts. Each rank waits for its stream again before the completion vote, and the vote is a
+// barrier: no rank returns while another still reads its source. A rank whose copies failed still
+// waits for what it had queued before it votes.
+//
+// Statistics: segments this rank reads or writes; bytes_sent and bytes_received, the bytes of
+// peer segments this rank's source gave and its target took (pulled or staged);
+// bytes_copied_locally, local segments; chunks, the pieces moved (a local or pulled segment is one
+// piece, on the rank that copies it; staged pieces as on the host); rounds and staging_peak,
+// staged messages only (direct pulls stage nothing).
+#include "cuda.hpp"
+#include "transfer_protocol.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace xmc::cuda {
+namespace {
+
+constexpr const char *kCall = "transfer_execute";
+using std::to_string;
+using transfer::View;
+
+// This process, as every rank of a group sees it: equal tokens share an address space.
+uint64_t process_token() {
+    static const uint64_t token = [] {
+        std::random_device rd;
+        return (uint64_t(rd()) << 32 ^ rd()) ^ (uint64_t(::getpid()) << 17);
+    }();
+    return token;
+}
+
+// What a rank tells its peers once they agreed (all_gather; its size differs from a vote's).
+struct PeerInfo {
+    uint64_t magic;    // kPeerMagic
+    uint64_t process;  // process_token()
+    xmc_shard_buffer source;
+    int32_t has_source;
+    int32_t index;
+};
+constexpr uint64_t kPeerMagic = 0x786d632d70656572ull;  // "xmc-peer"
+static_assert(sizeof(PeerInfo) != sizeof(transfer::TransferVote), "a broken backend tells votes by their size");
+
+// One buffer's memory, for the driver.
+struct Mem {
+    char *ptr = nullptr;
+    bool device = false;  // XMC_MEM_DEVICE: CU_MEMORYTYPE_DEVICE; else host memory
+    int32_t ordinal = 0;
+    CUcontext ctx = nullptr;  // device memory: its device's primary context
+};
+
+struct Axis {
+    size_t ext;
+    int64_t src, dst;  // strides in bytes
+};
+
+class CudaExecutor final : public transfer::Executor, public transfer::Stager {
+public:
+    explicit CudaExecutor(xmc_instance *inst) : inst_(inst), d_(Driver::get()) {}
+    ~CudaExecutor() override {
+        if (side_) d_.cuStreamDestroy(side_);
+        if (arena_) pin_free(inst_, arena_);
+        if (own_stream_) stream_destroy(inst_, own_stream_);
+    }
+
+    std::string check_memory(const xmc_shard_buffer &b, const std::string &side) override {
+        if (!d_.usable) return d_.why;
+        if (b.kind == XMC_MEM_DEVICE && (b.device < 0 || size_t(b.device) >= d_.devices.size()))
+            return side + " buffer is on device " + to_string(b.device) + "; the driver has " +
+                   to_string(d_.devices.size());
+        if (b.kind < XMC_MEM_HOST || b.kind > XMC_MEM_DEVICE)
+            return side + " buffer has memory kind " + to_string(int(b.kind));
+        return "";
+    }
+
+    std::string prepare(const xmc_transfer_args &a, transfer::Work &) override {
+        if (!d_.usable) return d_.why;
+        if (!d_.missing_copy.empty()) return "the driver " + d_.library + " does not export " + d_.missing_copy;
+        if (!d_.missing_transfer.empty())
+            return "the driver " + d_.library + " does not export " + d_.missing_transfer;
+        for (const auto *b : {&a.source, &a.target})
+            if (b->ptr && !mem_of(*b, b == &a.source ? &src_ : &tgt_))
+                return "cannot retain the context of device " + to_string(b->device);
+        xmc_stream *h = a.stream;
+        if (!h) {
+            // The target's device does the copies (it pulls), else the source's.
+            const int32_t dev = tgt_.device ? tgt_.ordinal : src_.device ? src_.ordinal : 0;
+            if (stream_create(inst_, dev, &own_stream_) != XMC_OK)
+                return "cannot create a stream on device " + to_string(dev);
+            h = own_stream_;
+        }
+        if (!find_stream(inst_, h, &stream_)) return "the stream is not a live stream of this instance";
+        // Work queued on the caller's stream before this call must finish before we read or write.
+        CtxScope scope(d_, stream_.ctx);
+        if (scope.result() != CUDA_SUCCESS || d_.cuStreamSynchronize(stream_.stream) != CUDA_SUCCESS)
+            return "stream synchronization failed";
+        return "";
+    }
+
+    xmc_status move(const xmc_transfer_args &a, transfer::Work &w, uint64_t call_tag,
+                    xmc_transfer_stats &st) override {
+        CtxScope scope(d_, stream_.ctx);
+        if (scope.result() != CUDA_SUCCESS) return fail(scope.result(), "cuCtxPushCurrent");
+        xmc_status s = move_all(a, w, call_tag, st);
+        // Whatever happened, nothing this rank queued may still run once it votes.
+        const CUresult r0 = side_ ? d_.cuStreamSynchronize(side_) : CUDA_SUCCESS;
+        const CUresult r = d_.cuStreamSynchronize(stream_.stream);
+        if (s == XMC_OK && r0 != CUDA_SUCCESS) s = fail(r0, "cuStreamSynchronize");
+        if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
+        return s;
+    }
+
+    // ---- staging (peers in other processes) ----
+    char *arena(bool incoming) override { return arena_ + (incoming ? chunk_ : 0); }
+    xmc_status pack(char *to, int64_t first, size_t bytes) override {
+        return copy_1d(Mem{to, false, 0, nullptr}, src_, src_.ptr + first, to, bytes);
+    }
+    xmc_status packed() override { return sync(); }
+    xmc_status unpack(int64_t first, const char *from, size_t bytes) override {
+        return copy_1d(tgt_, Mem{const_cast<char *>(from), false, 0, nullptr}, const_cast<char *>(from),
+                       tgt_.ptr + first, bytes);
+    }
+    xmc_status unpacked() override { return sync(); }
+
+private:
+    xmc_status fail(CUresult r, const char *what) {
+        return driver_fail(inst_, r, kCall, what);
+    }
+    xmc_status sync() {
+        const CUresult r = d_.cuStreamSynchronize(stream_.stream);
+        return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuStreamSynchronize");
+    }
+
+    bool mem_of(const xmc_shard_buffer &b, Mem *m) {
+        *m = Mem{static_cast<char *>(b.ptr), b.kind == XMC_MEM_DEVICE, b.device, nullptr};
+        if (!m->device) return true;
+        return d_.context_for(d_.devices[size_t(b.device)].uuid, &m->ctx, nullptr) == CUDA_SUCCESS;
+    }
+
+    // Peer forms when both sides are device memory of different contexts.
+    bool peer(const Mem &dst, const Mem &src) const { return dst.device && src.device && dst.ctx != src.ctx; }
+
+    xmc_status copy_1d(const Mem &dst_mem, const Mem &src_mem, const char *src, char *dst, size_t bytes) {
+        if (bytes == 0) return XMC_OK;
+        const auto s = reinterpret_cast<CUdeviceptr>(src), t = reinterpret_cast<CUdeviceptr>(dst);
+        if (peer(dst_mem, src_mem)) {
+            const CUresult r = d_.cuMemcpyPeerAsync(t, dst_mem.ctx, s, src_mem.ctx, bytes, cur());
+            return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuMemcpyPeerAsync");
+        }
+        if (dst_mem.device && src_mem.device) {
+            const CUresult r = d_.cuMemcpyAsync(t, s, bytes, cur());
+            return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuMemcpyAsync");
+        }
+        // Host memory on a side (pageable memory has no unified address): a one-row copy that says so.
+        return copy_3d(dst_mem, src_mem, src, dst, bytes, 1, bytes, bytes, 1, 0, 0);
+    }
+
+    // Rows (and slices, when `depth` > 1) of `width` bytes; pitches in bytes, positive and at least
+    // the width; slice strides whole multiples of the pitches.
+    xmc_status copy_3d(const Mem &dm, const Mem &sm, const char *src, char *dst, size_t width, size_t height,
+                       size_t spitch, size_t dpitch, size_t depth, size_t sslice, size_t dslice) {
+        const CUmemorytype st = sm.device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        const CUmemorytype dt = dm.device ? CU_MEMORYTYPE_DEVICE : CU_MEMORYTYPE_HOST;
+        const auto sd = reinterpret_cast<CUdeviceptr>(src), dd = reinterpret_cast<CUdeviceptr>(dst);
+        if (peer(dm, sm)) {
+            CUDA_MEMCPY3D_PEER c;
+            std::memset(&c, 0, sizeof c);
+            c.srcMemoryType = st, c.srcDevice = sd, c.srcContext = sm.ctx, c.srcPitch = spitch;
+            c.srcHeight = depth > 1 ? sslice / spitch : height;
+            c.dstMemoryType = dt, c.dstDevice = dd, c.dstContext = dm.ctx, c.dstPitch = dpitch;
+            c.dstHeight = depth > 1 ? dslice / dpitch : height;
+            c.WidthInBytes = width, c.Height = height, c.Depth = depth;
+            const CUresult r = d_.cuMemcpy3DPeerAsync(&c, cur());
+            return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuMemcpy3DPeerAsync");
+        }
+        if (depth == 1) {
+            CUDA_MEMCPY2D c;
+            std::memset(&c, 0, sizeof c);
+            c.srcMemoryType = st, c.srcPitch = spitch;
+            if (sm.device) c.srcDevice = sd; else c.srcHost = src;
+            c.dstMemoryType = dt, c.dstPitch = dpitch;
+            if (dm.device) c.dstDevice = dd; else c.dstHost = dst;
+            c.WidthInBytes = width, c.Height = height;
+            const CUresult r = d_.cuMemcpy2DAsync(&c, cur());
+            return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuMemcpy2DAsync");
+        }
+        CUDA_MEMCPY3D c;
+        std::memset(&c, 0, sizeof c);
+        c.srcMemoryType = st, c.srcPitch = spitch, c.srcHeight = sslice / spitch;
+        if (sm.device) c.srcDevice = sd; else c.srcHost = src;
+        c.dstMemoryType = dt, c.dstPitch = dpitch, c.dstHeight = dslice / dpitch;
+        if (dm.device) c.dstDevice = dd; else c.dstHost = dst;
+        c.WidthInBytes = width, c.Height = height, c.Depth = depth;
+        const CUresult r = d_.cuMemcpy3DAsync(&c, cur());
+        return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuMemcpy3DAsync");
+    }
+
+    // Rows wider than this, whole multiples of it at pitches that are too, are copied as sub-rows.
+    static constexpr size_t kSubRow = 8192;
+    static bool wide_rows(size_t width, const Axis &row) {
+        return width > 2 * kSubRow && width % kSubRow == 0 && row.src % int64_t(kSubRow) == 0 &&
+               row.dst % int64_t(kSubRow) == 0;
+    }
+
+    // One box: s on sm (from its pointer), t on dm; as few driver calls as the strides allow.
+    xmc_status copy_box(const Mem &dm, const Mem &sm, View s, View t, size_t elem) {
+        transfer::simplify(s, &t);
+        const int n = s.ndim;
+        const bool dense = n == 0 || (s.stride[n - 1] == 1 && t.stride[n - 1] == 1);
+        const size_t width = (dense && n ? size_t(s.ext[n - 1]) : 1) * elem;
+        std::vector<Axis> axes;  // outer to inner, the rows last
+        for (int k = 0; k < (dense ? n - 1 : n); ++k)
+            axes.push_back(Axis{size_t(s.ext[k]), s.stride[k] * int64_t(elem), t.stride[k] * int64_t(elem)});
+        const char *src = sm.ptr + s.base * int64_t(elem);
+        char *dst = dm.ptr + t.base * int64_t(elem);
+        const auto fits = [&](const Axis &x) {  // usable as the rows of a 2-D copy
+            return x.src >= int64_t(width) && x.dst >= int64_t(width);
+        };
+        size_t inner = 0;  // axes done by one driver call: 0 (1-D), 1 (rows) or 2 (rows, slices)
+        if (!axes.empty() && fits(axes.back())) {
+            inner = 1;
+            if (axes.size() >= 2) {
+                const Axis &row = axes.back(), &sl = axes[axes.size() - 2];
+                if (sl.src > 0 && sl.dst > 0 && sl.src % row.src == 0 && sl.dst % row.dst == 0 &&
+                    size_t(sl.src / row.src) >= row.ext && size_t(sl.dst / row.dst) >= row.ext)
+                    inner = 2;
+            }
+        }
+        const size_t outer = axes.size() - inner;
+        std::vector<size_t> idx(outer, 0);
+        while (true) {
+            int64_t so = 0, dof = 0;
+            for (size_t k = 0; k < outer; ++k) so += int64_t(idx[k]) * axes[k].src, dof += int64_t(idx[k]) * axes[k].dst;
+            xmc_status r = XMC_OK;
+            if (inner == 0) {
+                r = copy_1d(dm, sm, src + so, dst + dof, width);
+            } else if (inner == 1 && wide_rows(width, axes.back())) {
+                // Each wide row as sub-rows of kSubRow bytes, the rows as slices: on the H200 a 2-D
+                // copy of 64 KiB rows ran at 0.40 of a 1-D copy, one of 8 KiB rows at 0.72.
+                const Axis &row = axes.back();
+                r = copy_3d(dm, sm, src + so, dst + dof, kSubRow, width / kSubRow, kSubRow, kSubRow, row.ext,
+                            size_t(row.src), size_t(row.dst));
+            } else {
+                const Axis &row = axes.back();
+                const Axis *sl = inner == 2 ? &axes[axes.size() - 2] : nullptr;
+                r = copy_3d(dm, sm, src + so, dst + dof, width, row.ext, size_t(row.src), size_t(row.dst),
+                            sl ? sl->ext : 1, sl ? size_t(sl->src) : 0, sl ? size_t(sl->dst) : 0);
+            }
+            if (r != XMC_OK) return r;
+            size_t k = outer;
+            while (k > 0 && ++idx[k - 1] == axes[k - 1].ext) idx[--k] = 0;
+            if (k == 0) break;
+        }
+        return XMC_OK;
+    }
+
+    // Lets this context read the peer context's memory directly; where the devices cannot, the
+    // driver still copies (through the host).
+    xmc_status enable_peer(const Mem &peer_mem) {
+        if (!peer_mem.device || peer_mem.ctx == stream_.ctx) return XMC_OK;
+        int can = 0;
+        const CUdevice me = d_.devices[size_t(stream_.device)].dev, other = d_.devices[size_t(peer_mem.ordinal)].dev;
+        if (CUresult r = d_.cuDeviceCanAccessPeer(&can, me, other); r != CUDA_SUCCESS)
+            return fail(r, "cuDeviceCanAccessPeer");
+        if (!can) return XMC_OK;
+        const CUresult r = d_.cuCtxEnablePeerAccess(peer_mem.ctx, 0);
+        if (r == CUDA_SUCCESS || r == CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED || r == CUDA_ERROR_TOO_MANY_PEERS)
+            return XMC_OK;
+        return fail(r, "cuCtxEnablePeerAccess");
+    }
+
+    xmc_status move_all(const xmc_transfer_args &a, transfer::Work &w, uint64_t call_tag, xmc_transfer_stats &st) {
+        const size_t elem = a.elem_size;
+        const xmc_group &g = *a.group;
+        // Who shares this address space, and their sources: first, so that every rank that agreed
+        // takes part in this exchange whatever happens to its copies.
+        PeerInfo mine{};
+        mine.magic = kPeerMagic;
+        mine.process = process_token();
+        mine.has_source = a.source.ptr ? 1 : 0;
+        if (a.source.ptr) mine.source = a.source;
+        mine.index = g.my_index;
+        std::vector<PeerInfo> info(size_t(g.size), mine);
+        const xmc_transport &tp = *g.transport;
+        if (xmc_status s = g.size == 1 ? XMC_OK
+                           : transfer::transport_status(tp.all_gather(tp.ctx, &mine, info.data(), sizeof mine, g.timeout_ms));
+            s != XMC_OK)
+            return be::fail(inst_, s, 0, kCall, "%s: exchanging buffers over transport '%s' failed: %s", kCall,
+                            tp.name ? tp.name : "?", xmc_status_string(s));
+        std::vector<char> direct(size_t(g.size), 0);
+        for (int p = 0; p < g.size; ++p) {
+            const PeerInfo &pi = info[size_t(p)];
+            if (pi.magic != kPeerMagic || pi.index != p)
+                return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall,
+                                "%s: rank %d's buffer descriptor is not this executor's", kCall, g.ranks[p]);
+            direct[size_t(p)] = p != w.me && pi.process == mine.process;
+        }
+
+        // Local segments. When this rank also pulls from peers, they go on a second stream, so
+        // that the device's own copies overlap the pulls (HBM and NVLink are separate paths);
+        // move() waits for both streams.
+        bool pulls = false;
+        for (int p = 0; p < g.size; ++p) pulls = pulls || (direct[size_t(p)] && !w.in[size_t(p)].empty());
+        if (pulls && !w.local.empty()) {
+            if (!side_)
+                if (CUresult r = d_.cuStreamCreate(&side_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
+                    return fail(r, "cuStreamCreate");
+            on_ = side_;
+        }
+        for (const auto &[s, t] : w.local) {
+            if (xmc_status r = copy_box(tgt_, src_, s, t, elem); r != XMC_OK) return r;
+            int64_t volume = 0;
+            transfer::shard_numel(s.ndim, s.ext, &volume);
+            st.bytes_copied_locally += uint64_t(volume) * elem;
+            st.chunks += 1;
+        }
+        on_ = nullptr;
+
+        // Peers in this process: pull their segments into this rank's target.
+        for (int p = 0; p < g.size; ++p) {
+            if (!direct[size_t(p)]) continue;
+            st.bytes_sent += w.out_bytes[size_t(p)];  // the peer pulls them
+            if (w.in[size_t(p)].empty()) continue;
+            const PeerInfo &pi = info[size_t(p)];
+            Mem from;
+            if (!pi.has_source || !mem_of(pi.source, &from))
+                return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall, "%s: rank %d has no usable source buffer",
+                                kCall, g.ranks[p]);
+            if (xmc_status r = enable_peer(from); r != XMC_OK) return r;
+            for (size_t k = 0; k < w.in[size_t(p)].size(); ++k) {
+                const xmc_segment &seg = a.plan.segments[w.in_segments[size_t(p)][k]];
+                View sv;
+                if (std::string why = transfer::place(seg, seg.src_offset, seg.src_strides, pi.source, &sv); !why.empty())
+                    return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall, "%s: rank %d's source: segment %s", kCall,
+                                    g.ranks[p], why.c_str());
+                if (xmc_status r = copy_box(tgt_, from, sv, w.in[size_t(p)][k], elem); r != XMC_OK) return r;
+                st.chunks += 1;
+            }
+            st.bytes_received += w.in_bytes[size_t(p)];
+        }
+
+        // Peers in other processes: staged through pinned host memory, over the transport.
+        uint64_t chunk = 0;
+        for (int p = 0; p < g.size; ++p)
+            if (p != w.me && !direct[size_t(p)])
+                chunk = std::max({chunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
+                                  std::min(a.staging_budget, w.in_bytes[size_t(p)])});
+        if (chunk > 0) {  // two arenas: one chunk to send, one received
+            xmc_pin_result pr{};
+            const int32_t dev = stream_.device;
+            if (xmc_status s = pin_alloc(inst_, size_t(2 * chunk), 4096, dev, &pr); s != XMC_OK) return s;
+            arena_ = static_cast<char *>(pr.base);
+            chunk_ = size_t(chunk);
+        }
+        return transfer::exchange(a, w, call_tag, st, *this, [&](int p) { return !direct[size_t(p)]; });
+    }
+
+    // The stream the copies go on now: the call's, or the second one for local copies.
+    CUstream cur() const { return on_ ? on_ : stream_.stream; }
+
+    xmc_instance *inst_;
+    Driver &d_;
+    CUstream side_ = nullptr;  // made on first need, in the call's stream's context
+    CUstream on_ = nullptr;
+    Mem src_, tgt_;
+    Stream stream_;
+    xmc_stream *own_stream_ = nullptr;
+    char *arena_ = nullptr;  // the sending arena, then the receiving one, chunk_ bytes each
+    size_t chunk_ = 0;
+};
+
+} // namespace
+
+xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) {
+    CudaExecutor ex(inst);
+    return transfer::execute(inst, args, stats, ex);
+}
+
+} // namespace xmc::cuda

@@ -1,0 +1,34 @@
+// The registration oracle (SPEC 5, REG-DOUBLE, REG-UNREG-BASE, REG-ALIGN and
+// REG-DEVICE's device range): a pure state machine over byte offsets into one
+// arena of pageable memory. For any operation it says the status the backend
+// must answer and the next state. It never touches memory.
+#pragma once
+#include <xmc/backend.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+
+namespace xmc::model {
+
+struct RegModel {
+    struct Range {
+        size_t size = 0;
+        int32_t device = 0;
+    };
+    xmc_reg_align_policy policy = XMC_REG_ALIGN_REFUSE;
+    size_t page = 4096;
+    int32_t devices = 1;
+    std::map<size_t, Range> live;  // by recorded base offset
+
+    // The range [off, off+n) would be recorded as; false under REFUSE when unaligned.
+    bool recorded(size_t off, size_t n, size_t *base, size_t *size) const;
+    // Register [off, off+n) for `device` (flags 0).
+    xmc_status reg(size_t off, size_t n, int32_t device);
+    // Unregister: exactly a recorded base.
+    xmc_status unreg(size_t off);
+    // The recorded base of the range holding off, or -1.
+    long long holder(size_t off) const;
+};
+
+} // namespace xmc::model
