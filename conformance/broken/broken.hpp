@@ -13,6 +13,9 @@ inline const xmc_backend *host() {
     static const xmc_backend t = [] { xmc_backend h{}; xmc::host::fill_table(h); return h; }();
     return &t;
 }
+// A transport with every call: a wrapper of one that lacks a call would call
+// NULL; such a group goes to the host executor untouched, which refuses it.
+inline bool whole_transport(const xmc_transport &t) { return t.send && t.recv && t.all_gather; }
 } // namespace xmc::broken
 
 #define XMC_BROKEN_BACKEND(NAME)                                                                \
@@ -23,6 +26,7 @@ inline const xmc_backend *host() {
             xmc::host::fill_table(t);                                                           \
             t.name = NAME;                                                                      \
             xmc::broken::plant(t);                                                              \
+            xmc::be::guard_table(t);  /* as the real backends: dead instances refused */        \
             return t;                                                                           \
         }();                                                                                    \
         return &table;                                                                          \

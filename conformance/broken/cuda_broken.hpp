@@ -161,6 +161,7 @@ inline void own_registrations(xmc_backend &t) {
             xmc::cuda::fill_table(t);                                                           \
             t.name = NAME;                                                                      \
             xmc::broken_cuda::plant(t);                                                         \
+            xmc::be::guard_table(t);  /* as the real backends: dead instances refused */        \
             return t;                                                                           \
         }();                                                                                    \
         return &table;                                                                          \

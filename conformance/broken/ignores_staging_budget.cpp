@@ -30,7 +30,7 @@ int all_gather(void *c, const void *in, void *out, size_t bytes, uint32_t timeou
 } // namespace
 
 static xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    if (!a || !a->group || !a->group->transport || !a->group->ranks || a->elem_size == 0 ||
+    if (!a || !a->group || !a->group->transport || !whole_transport(*a->group->transport) || !a->group->ranks || a->elem_size == 0 ||
         a->staging_budget < a->elem_size)
         return host()->transfer_execute(inst, a, st);
     Ctx x{a->group->transport, host::transfer_digest(*a)};

@@ -29,7 +29,7 @@ int all_gather(void *c, const void *in, void *out, size_t bytes, uint32_t) {
 } // namespace
 
 static xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    if (!a || !a->group || !a->group->transport) return host()->transfer_execute(inst, a, st);
+    if (!a || !a->group || !a->group->transport || !whole_transport(*a->group->transport)) return host()->transfer_execute(inst, a, st);
     Ctx x{a->group->transport};
     xmc_transport tp{&x, send, recv, all_gather, x.inner->name};
     xmc_group g = *a->group;

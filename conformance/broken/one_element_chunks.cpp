@@ -34,7 +34,7 @@ int all_gather(void *ctx, const void *in, void *out, size_t bytes, uint32_t time
 } // namespace
 
 static xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    if (!a || !a->group || !a->group->transport || a->elem_size == 0) return host()->transfer_execute(inst, a, st);
+    if (!a || !a->group || !a->group->transport || !whole_transport(*a->group->transport) || a->elem_size == 0) return host()->transfer_execute(inst, a, st);
     PerElement p{a->group->transport, a->elem_size};
     xmc_transport tp{&p, send, recv, all_gather, p.inner->name};
     xmc_group g = *a->group;

@@ -9,7 +9,10 @@ struct Instance : xmc_instance {
 static xmc_status open(const xmc_open_params *, xmc_instance **out) { *out = new Instance(); return XMC_OK; }
 static xmc_status close(xmc_instance *inst) { delete static_cast<Instance *>(inst); return XMC_OK; }
 static be::PinRegistry &reg(xmc_instance *inst) { return static_cast<Instance *>(inst)->registry; }
-static xmc_status pin_alloc(xmc_instance *inst, size_t n, size_t align, int32_t, xmc_pin_result *out) {
+static xmc_status pin_alloc(xmc_instance *inst, size_t n, size_t align, int32_t device, xmc_pin_result *out) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
+    if (device != XMC_NO_DEVICE)
+        return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc", "pin_alloc: no registration with a device");
     be::PinBlock b;
     xmc_status st = reg(inst).alloc(inst, n, align, &b);
     if (st == XMC_OK) *out = xmc_pin_result{reinterpret_cast<void *>(b.base), b.size, 0, XMC_OK, 0};

@@ -18,12 +18,14 @@ xmc_stream *own_stream(xmc_instance *inst) {
 }
 } // namespace
 
-static xmc_status release(xmc_instance *inst, xmc_slot *slot, xmc_stream *, xmc_request **out) {
-    return host()->slot_release(inst, slot, own_stream(inst), out);
+// The caller's stream is still checked (a NULL one goes to the host code,
+// which refuses it); only the release is enqueued elsewhere.
+static xmc_status release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out) {
+    return host()->slot_release(inst, slot, s ? own_stream(inst) : s, out);
 }
-static xmc_status release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *,
+static xmc_status release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
                                 xmc_request **out) {
-    return host()->slot_release_batch(inst, slots, n, own_stream(inst), out);
+    return host()->slot_release_batch(inst, slots, n, s ? own_stream(inst) : s, out);
 }
 static xmc_status close(xmc_instance *inst) {
     {

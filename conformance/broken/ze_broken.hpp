@@ -50,6 +50,7 @@ xmc_status register_in(xmc_instance *inst, void *addr, size_t bytes, int32_t dev
             xmc::ze::fill_table(t);                                                             \
             t.name = NAME;                                                                      \
             xmc::broken_ze::plant(t);                                                           \
+            xmc::be::guard_table(t);  /* as the real backends: dead instances refused */        \
             return t;                                                                           \
         }();                                                                                    \
         return &table;                                                                          \

@@ -46,3 +46,30 @@ size_t heap_bytes_in_use() {
 }
 
 } // namespace xmc::conformance
+
+namespace xmc::conformance {
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define XMC_MLOCK_IGNORED_BY "AddressSanitizer"
+#elif __has_feature(thread_sanitizer)
+#define XMC_MLOCK_IGNORED_BY "ThreadSanitizer"
+#endif
+#endif
+#if !defined(XMC_MLOCK_IGNORED_BY) && defined(__SANITIZE_ADDRESS__)
+#define XMC_MLOCK_IGNORED_BY "AddressSanitizer"
+#endif
+#if !defined(XMC_MLOCK_IGNORED_BY) && defined(__SANITIZE_THREAD__)
+#define XMC_MLOCK_IGNORED_BY "ThreadSanitizer"
+#endif
+
+const char *mlock_ignored_reason() {
+#ifdef XMC_MLOCK_IGNORED_BY
+    return "unsupported: built with " XMC_MLOCK_IGNORED_BY ", whose runtime makes mlock/munlock no-ops: page locking "
+           "and RLIMIT_MEMLOCK cannot be observed (run this test in a build without sanitizers)";
+#else
+    return nullptr;
+#endif
+}
+
+} // namespace xmc::conformance

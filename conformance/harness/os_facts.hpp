@@ -18,4 +18,19 @@ size_t page_size();
 // Bytes the C heap holds for the program (in use + mmapped), from mallinfo2.
 size_t heap_bytes_in_use();
 
+// Why page locking cannot be observed in this build, or nullptr when it can.
+// The sanitizer runtimes (ASan, TSan; sanitizer_common's interceptors) turn
+// mlock/munlock into no-ops that return success, so pages are never locked and
+// RLIMIT_MEMLOCK is never hit: a check of lock state or of the memlock limit
+// must then be skipped with this reason (XMC_SKIP_IF_MLOCK_IGNORED), never pass.
+// The reason starts "unsupported:", a declared skip for qualification.
+const char *mlock_ignored_reason();
+
 } // namespace xmc::conformance
+
+// In a test body (gtest included): a declared skip where mlock is a no-op.
+#define XMC_SKIP_IF_MLOCK_IGNORED()                                                        \
+    do {                                                                                   \
+        if (const char *xmc_why_ = ::xmc::conformance::mlock_ignored_reason())             \
+            GTEST_SKIP() << xmc_why_;                                                      \
+    } while (0)

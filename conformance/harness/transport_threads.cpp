@@ -72,6 +72,15 @@ int ThreadsMailbox::all_gather(void *ctx, const void *in, void *out, size_t byte
     else std::memcpy(r.data.data() + bytes * size_t(e.index), in, bytes);
     r.arrived += 1;
     box.cv_.notify_all();
+    // Yield for up to 100 us before sleeping: a sleeping thread's wake-up
+    // costs tens of microseconds on a virtual machine, several times per
+    // transfer (seen in the H200 transfer benchmark).
+    const auto spin_end = Clock::now() + std::chrono::microseconds(100);
+    while (!box.aborted_ && r.arrived != box.size_ && Clock::now() < spin_end) {
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
+    }
     const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
     if (!box.cv_.wait_until(lock, deadline, [&] { return box.aborted_ || r.arrived == box.size_; }))
         return XMC_ERR_TIMEOUT;

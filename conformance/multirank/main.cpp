@@ -1,7 +1,10 @@
 // xmc_multirank: the transfer test bodies (conformance/tests/test_transfer.cpp) on every rank of an
 // MPI job, one rank per process, over gloo (SPEC 6, SPEC 8 tier `multirank`).
 //
-//   mpirun -np N xmc_multirank [--backend NAME|PATH] [gtest flags]
+//   mpirun -np N xmc_multirank [--backend NAME|PATH] [--store file|mpi] [gtest flags]
+//
+// --store: gloo's rendezvous store, a FileStore in a fresh temporary folder (file, the default: one
+// host) or the store over MPI (mpi: several hosts, no shared file system; SPEC 8).
 //
 // Rank 0 chooses the rapidcheck seed (XMC_SEED, a seed=... in RC_PARAMS, or a random one) and shares
 // it, so every rank draws the same cases. Every rank checks its own buffers and reports its own
@@ -62,7 +65,8 @@ private:
 } // namespace
 
 int main(int argc, char **argv) {
-    MPI_Init(&argc, &argv);
+    int provided = 0;  // the MPI store serves from a thread of rank 0
+    MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
     int rank = 0, size = 0;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -74,6 +78,25 @@ int main(int argc, char **argv) {
             argc -= 2;
             break;
         }
+    MpiGlooWorld::Store store = MpiGlooWorld::Store::File;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "--store") == 0) {
+            if (std::strcmp(argv[i + 1], "mpi") == 0) {
+                store = MpiGlooWorld::Store::Mpi;
+            } else if (std::strcmp(argv[i + 1], "file") != 0) {
+                if (rank == 0) std::fprintf(stderr, "xmc_multirank: --store takes file or mpi\n");
+                MPI_Finalize();
+                return 2;
+            }
+            for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
+            argc -= 2;
+            break;
+        }
+    if (store == MpiGlooWorld::Store::Mpi && provided < MPI_THREAD_MULTIPLE) {
+        if (rank == 0) std::fprintf(stderr, "xmc_multirank: --store mpi needs MPI_THREAD_MULTIPLE; this MPI gives %d\n", provided);
+        MPI_Finalize();
+        return 2;
+    }
     const uint64_t seed = shared_seed(rank);
     use_seed(seed);
 
@@ -87,11 +110,12 @@ int main(int argc, char **argv) {
     }
     int failed = 0;
     {
-        MpiGlooWorld world;
+        MpiGlooWorld world(store);
         set_world(&world);
         if (rank == 0)
-            std::printf("xmc_multirank: %d ranks over gloo, seed %llu (rerun: XMC_SEED=%llu)\n", size,
-                        (unsigned long long)seed, (unsigned long long)seed);
+            std::printf("xmc_multirank: %d ranks over gloo (rendezvous: %s store), seed %llu (rerun: XMC_SEED=%llu)\n",
+                        size, store == MpiGlooWorld::Store::Mpi ? "MPI" : "file", (unsigned long long)seed,
+                        (unsigned long long)seed);
         std::fflush(stdout);
         const int rc = RUN_ALL_TESTS();
         const auto *ut = ::testing::UnitTest::GetInstance();

@@ -1,5 +1,6 @@
 #include "mpi_world.hpp"
 
+#include "mpi_store.hpp"
 #include "transport_gloo.hpp"
 
 #include <gloo/rendezvous/file_store.h>
@@ -48,22 +49,26 @@ std::vector<std::string> mpi_all_gather_strings(const std::vector<std::string> &
     return out;
 }
 
-MpiGlooWorld::MpiGlooWorld() {
+MpiGlooWorld::MpiGlooWorld(Store store) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
-    // Gloo's rendezvous on one host: a file store in a fresh temporary folder (SPEC 8).
-    char path[4096] = {};
-    if (rank_ == 0) {
-        std::string tmpl = (std::filesystem::temp_directory_path() / "xmc-gloo-XXXXXX").string();
-        std::snprintf(path, sizeof path, "%s", tmpl.c_str());
-        if (!mkdtemp(path)) {
-            std::perror("xmc_multirank: mkdtemp");
-            MPI_Abort(MPI_COMM_WORLD, 2);
+    if (store == Store::Mpi) {
+        store_ = std::make_unique<MpiStore>(MPI_COMM_WORLD);
+    } else {
+        // Gloo's rendezvous on one host: a file store in a fresh temporary folder (SPEC 8).
+        char path[4096] = {};
+        if (rank_ == 0) {
+            std::string tmpl = (std::filesystem::temp_directory_path() / "xmc-gloo-XXXXXX").string();
+            std::snprintf(path, sizeof path, "%s", tmpl.c_str());
+            if (!mkdtemp(path)) {
+                std::perror("xmc_multirank: mkdtemp");
+                MPI_Abort(MPI_COMM_WORLD, 2);
+            }
         }
+        MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
+        folder_ = path;
+        store_ = std::make_unique<gloo::rendezvous::FileStore>(folder_);
     }
-    MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
-    folder_ = path;
-    store_ = std::make_unique<gloo::rendezvous::FileStore>(folder_);
     device_ = gloo_loopback_device();
     signal(SIGALRM, on_deadline);
 }
@@ -72,7 +77,7 @@ MpiGlooWorld::~MpiGlooWorld() {
     MPI_Barrier(MPI_COMM_WORLD);
     store_.reset();
     device_.reset();
-    if (rank_ == 0) {
+    if (rank_ == 0 && !folder_.empty()) {
         std::error_code ec;
         std::filesystem::remove_all(folder_, ec);
     }

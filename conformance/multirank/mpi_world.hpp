@@ -21,7 +21,10 @@ namespace xmc::conformance {
 
 class MpiGlooWorld : public World {
 public:
-    MpiGlooWorld();  // after MPI_Init; collective
+    // Gloo's rendezvous store: a FileStore in a fresh temporary folder (one host), or the store over
+    // MPI (mpi_store.hpp: several hosts, no shared file system).
+    enum class Store { File, Mpi };
+    explicit MpiGlooWorld(Store store = Store::File);  // after MPI_Init_thread; collective
     ~MpiGlooWorld() override;  // before MPI_Finalize; collective
     const char *name() const override { return "gloo"; }
     int size() const override { return size_; }
@@ -34,7 +37,7 @@ public:
 private:
     int rank_ = 0, size_ = 0;
     uint64_t runs_ = 0;
-    std::string folder_;  // the FileStore's fresh temporary folder, made by rank 0
+    std::string folder_;  // the FileStore's fresh temporary folder, made by rank 0 ("" with the MPI store)
     std::shared_ptr<gloo::transport::Device> device_;
     std::unique_ptr<gloo::rendezvous::Store> store_;
 };

@@ -79,10 +79,10 @@ const char *const kCudaEntries[] = {
     "cuPointerGetAttribute", "cuStreamCreate", "cuStreamDestroy", "cuStreamSynchronize", "cuStreamQuery",
     "cuStreamWaitEvent", "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",
     "cuEventDestroy", "cuEventElapsedTime", "cuLaunchHostFunc", "cuMemcpyAsync", "cuMemcpyHtoDAsync",
-    "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync", "cuMemcpyPeerAsync",
+    "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync", "cuMemcpyPeerAsync", "cuMemcpy3DPeerAsync",
     "cuMemsetD8Async", "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemsetD8",
     "cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease",
-    "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess"};
+    "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess", "cuStreamWaitValue32", "cuStreamWriteValue32"};
 
 const char *const kZeEntries[] = {
     "zeInit", "zeDriverGet", "zeDriverGetApiVersion", "zeDriverGetProperties", "zeDriverGetExtensionProperties",

@@ -52,6 +52,7 @@ protected:
 // ---- PIN-ALLOC -----------------------------------------------------------
 
 TEST_P(PinTest, PIN_ALLOC_ReturnsAlignedLockedBlockOfAtLeastN) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
     const size_t page = page_size();
     for (size_t align : {size_t{1}, size_t{64}, page, 2 * page, size_t{1} << 20}) {
         for (size_t n : {size_t{1}, page - 1, page, page + 1, 3 * page + 5}) {
@@ -351,6 +352,7 @@ TEST_P(PinTest, PIN_REFS_StatefulSequencesAgreeWithModel) {
 // ---- PIN-FREE ------------------------------------------------------------
 
 TEST_P(PinTest, PIN_FREE_RefusesInteriorAddress) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
     xmc_pin_result r = alloc(2 * page_size());
     ASSERT_NE(r.base, nullptr);
     auto *b = static_cast<char *>(r.base);
@@ -388,6 +390,7 @@ TEST_P(PinTest, PIN_FREE_RefusesSecondFree) {
 // ---- PIN-AFTER-FREE ------------------------------------------------------
 
 TEST_P(PinTest, PIN_AFTER_FREE_NoAddressPinnedAndPagesUnlocked) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
     const size_t n = 3 * page_size();
     xmc_pin_result r = alloc(n);
     ASSERT_NE(r.base, nullptr);
@@ -440,6 +443,7 @@ ChildResult run_limited_child(size_t limit, const std::function<std::string()> &
 }
 
 TEST_P(PinTest, PIN_MEMLOCK_LimitGivesMemlockStatusNoLeakNoAbort) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
     const size_t limit = 16 * page_size();
     ChildResult res = run_limited_child(limit, [&]() -> std::string {
         xmc_pin_stats before{}, after{};
@@ -580,6 +584,7 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
 // ---- PIN-REFS ------------------------------------------------------------
 
 TEST_P(PinTest, PIN_REFS_ReleasedOnlyWithLastReference) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
     XMC_REQUIRE_CAP(XMC_CAP_PIN_REFS);
     xmc_pin_result r = alloc(2 * page_size());
     ASSERT_NE(r.base, nullptr);

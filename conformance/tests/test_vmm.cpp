@@ -7,11 +7,18 @@
 // word alone.
 //
 // Steps that must wait are held with a gate: a host callback that blocks its
-// stream until the test opens it. When a backend is caught doing what a gate
-// was there to prevent (a release before the stream's prior work, a close
-// under a running copy, a stuck serial worker), opening the gate would let it
-// write into unmapped memory or hang the run; the test then leaves that
-// instance open with its gate shut (Env::leak) and moves on.
+// stream until the test opens it. The real CUDA driver (and so the fake) runs
+// the host callbacks of ALL streams one at a time on one thread, so a shut
+// gate also holds every other host callback: a test shuts at most one gate at
+// a time and never waits for another host callback while it is shut. It
+// watches progress through the backend's own requests (a later request on the
+// stream completing), never through host-callback flags. A backend must not
+// need host callbacks to make progress (VMM-CALLBACK).
+// When a backend is caught doing what a gate was there to prevent (a release
+// before the stream's prior work, a close under a running copy, a stuck
+// serial worker), opening the gate would let it write into unmapped memory or
+// hang the run; the test then leaves that instance open with its gate shut
+// (Env::leak) and moves on.
 #include "driver_control.hpp"
 #include "fixture.hpp"
 #include "slot_model.hpp"
@@ -169,11 +176,6 @@ struct Gate {
     }
 };
 
-struct Flag {
-    std::atomic<bool> set{false};
-    static void raise(void *f) { static_cast<Flag *>(f)->set = true; }
-};
-
 // ---- an instance of the backend under test, with what slot tests need --------
 
 struct Env {
@@ -185,8 +187,6 @@ struct Env {
     std::vector<xmc_request *> requests;  // not destroyed
     std::vector<void *> pinned;
     std::vector<std::shared_ptr<Gate>> gates;
-    std::vector<std::shared_ptr<Flag>> flags;
-    std::vector<std::shared_ptr<std::vector<char>>> buffers;  // read targets in flight
     bool leaked = false;
 
     static std::unique_ptr<Env> open(const xmc_backend *api, const char *options, std::string *why) {
@@ -267,14 +267,6 @@ struct Env {
         return g;
     }
 
-    // Raised when `s` reaches this point.
-    std::shared_ptr<Flag> marker(xmc_stream *s) {
-        auto f = std::make_shared<Flag>();
-        flags.push_back(f);
-        EXPECT_TRUE(ok(api->host_callback(inst, s, &Flag::raise, f.get())));
-        return f;
-    }
-
     // A pinned block of n bytes holding tag's data.
     void *source(size_t n, int tag) {
         xmc_pin_result r{};
@@ -347,13 +339,31 @@ struct Env {
     std::vector<char> read(const xmc_slot_info &slot, xmc_stream *s = nullptr) {
         auto out = read_async(slot, s ? s : io);
         EXPECT_TRUE(ok(api->stream_synchronize(inst, s ? s : io)));
-        return *out;
+        std::vector<char> got = out->bytes();
+        free_source(const_cast<char *>(out->data));
+        return got;
     }
-    // Enqueues a read of the slot on `s` into a poisoned buffer; the caller synchronizes.
-    std::shared_ptr<std::vector<char>> read_async(const xmc_slot_info &slot, xmc_stream *s) {
-        auto out = std::make_shared<std::vector<char>>(slot.size, kPoison);
-        buffers.push_back(out);
-        xmc_copy_desc d = linear(slot.address, XMC_MEM_DEVICE, out->data(), XMC_MEM_HOST, slot.size);
+    // Enqueues a read of the slot on `s` into a poisoned buffer; the caller
+    // synchronizes, then looks at bytes(). The buffer is pinned for the slot's
+    // device: a real driver finishes a copy into pageable memory before the
+    // call returns, which on a gated stream would wait for the gate (seen on
+    // the H200; the fake does the same).
+    struct PendingRead {
+        const char *data = nullptr;
+        size_t size = 0;
+        std::vector<char> bytes() const { return data ? std::vector<char>(data, data + size) : std::vector<char>(); }
+    };
+    std::shared_ptr<PendingRead> read_async(const xmc_slot_info &slot, xmc_stream *s) {
+        auto out = std::make_shared<PendingRead>();
+        xmc_pin_result r{};
+        const int32_t dev = (api->capabilities & XMC_CAP_PIN_REGISTER) ? slot.device : XMC_NO_DEVICE;
+        EXPECT_TRUE(ok(api->pin_alloc(inst, slot.size, 64, dev, &r)));
+        if (!r.base) return out;
+        pinned.push_back(r.base);
+        std::memset(r.base, kPoison, slot.size);
+        out->data = static_cast<const char *>(r.base);
+        out->size = slot.size;
+        xmc_copy_desc d = linear(slot.address, XMC_MEM_DEVICE, r.base, XMC_MEM_PINNED, slot.size);
         EXPECT_TRUE(ok(api->copy(inst, &d, s)));
         return out;
     }
@@ -414,6 +424,15 @@ FaultHook fault_hook(const xmc_backend *api, bool unmap, int k) {
             std::string(unmap ? "fail:cuMemUnmap:CUDA_ERROR_UNKNOWN@" : "fail:cuMemMap:CUDA_ERROR_OUT_OF_MEMORY@") +
             std::to_string(k);
         h.code = unmap ? 999 : 2;
+        return h;
+    }
+    if (lib && dlsym(lib, "xmc_fake_ze_set_faults")) {
+        // The same two failures in Level Zero's terms (ZE_RESULT_ERROR_UNKNOWN,
+        // ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY).
+        h.driver = c;
+        h.script = std::string(unmap ? "zeVirtualMemUnmap:" : "zeVirtualMemMap:") + std::to_string(k) +
+                   (unmap ? ":ZE_RESULT_ERROR_UNKNOWN" : ":ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY");
+        h.code = unmap ? 0x7ffffffe : 0x70000003;
         return h;
     }
     h.why = "unsupported: backend '" + std::string(api->name) +
@@ -582,7 +601,7 @@ TEST_P(VmmTest, VMM_RELEASE_ORDER_TakesEffectOnlyAfterPriorStreamWork) {
     gate->release();
     ASSERT_TRUE(v.ok(v.wait(rel)));
     ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, a)));
-    EXPECT_TRUE(holds(*prior, 7)) << "the work enqueued before the release must see the slot mapped";
+    EXPECT_TRUE(holds(prior->bytes(), 7)) << "the work enqueued before the release must see the slot mapped";
     EXPECT_EQ(v.free_memory(), free0 + info.size) << "a completed release returns the slot's physical memory";
 }
 
@@ -1284,22 +1303,23 @@ TEST_P(VmmTest, VMM_CALLBACK_StreamIsNeverHeldBySlotWork) {
     auto own = open_env("");
     ASSERT_NE(own, nullptr);
     Env &v = *own;
-    xmc_slot_info ia{}, ib{};
-    xmc_slot *a = v.create(1, &ia), *bslot = v.create(1, &ib);
-    ASSERT_TRUE(a && bslot);
+    xmc_slot_info ia{}, ib{}, ic{};
+    xmc_slot *a = v.create(1, &ia), *bslot = v.create(1, &ib), *probe = v.create(1, &ic);
+    ASSERT_TRUE(a && bslot && probe);
     void *src = v.source(ia.size, 231), *src_b = v.source(ib.size, 232);
     xmc_stream *g = v.stream(), *b = v.stream();
     auto gate = v.gate(g);
-    xmc_request *rel = nullptr, *rem = nullptr;
+    xmc_request *rel = nullptr, *rem = nullptr, *after = nullptr;
     ASSERT_TRUE(v.ok(v.release(a, g, &rel)));
     ASSERT_TRUE(v.ok(v.remap(a, b, src, ia.size, 0, &rem)));
-    auto after = v.marker(b);
-    // The remap cannot run before its release, held by the gate. A callback
-    // that only hands it to a worker returns at once and b moves on; one that
-    // does the work (driver calls) itself holds b until the gate opens.
-    EXPECT_TRUE(eventually([&] { return after->set.load(); }, 2000ms))
-        << "the stream did not get past the remap's callback while the remap waited for its release: the "
-           "callback does the slot work itself instead of handing it to a worker";
+    ASSERT_TRUE(v.ok(v.release(probe, b, &after)));  // b's next work: a release of another slot
+    // The remap cannot run before its release, held by the gate. A backend
+    // that only notes the remap's place on b lets b move on, and the release
+    // after it completes; one whose stream callback does the work (driver
+    // calls, and the wait for the release) itself holds b until the gate opens.
+    EXPECT_TRUE(v.ok(v.wait(after, 2000)))
+        << "the stream did not get past the remap while the remap waited for its release: the "
+           "stream's callback does the slot work itself instead of handing it to a worker";
     gate->release();
     ASSERT_TRUE(v.ok(v.wait(rem))) << "(a driver that refuses calls from callback threads fails them here)";
     ASSERT_TRUE(v.ok(v.wait(rel)));
@@ -1338,7 +1358,7 @@ TEST_P(VmmTest, VMM_EVENT_WAIT_ConsumerToldBeforeTheCopyExistsWaitsForIt) {
     gate->release();
     ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, c)));
     ASSERT_TRUE(v.ok(v.wait(rem)));
-    EXPECT_TRUE(holds(*seen, 242)) << "the consumer stream read the slot before the reload copy finished";
+    EXPECT_TRUE(holds(seen->bytes(), 242)) << "the consumer stream read the slot before the reload copy finished";
 }
 
 TEST_P(VmmTest, VMM_EVENT_WAIT_ConsumerWaitsForALaunchedDeferredCopy) {
@@ -1360,7 +1380,7 @@ TEST_P(VmmTest, VMM_EVENT_WAIT_ConsumerWaitsForALaunchedDeferredCopy) {
     std::this_thread::sleep_for(kWatch / 3);
     gate->release();
     ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, c)));
-    EXPECT_TRUE(holds(*seen, 251)) << "the consumer read the slot before the launched copy finished";
+    EXPECT_TRUE(holds(seen->bytes(), 251)) << "the consumer read the slot before the launched copy finished";
 }
 
 TEST_P(VmmTest, VMM_EVENT_WAIT_RefusesReleaseRequestAndStaleHandle) {
@@ -1541,8 +1561,9 @@ bool is_released(const SlotModel &m, int s) {
 }
 // Nothing in flight on it: closing it races nothing.
 bool idle(const SlotModel &m, int s) {
+    if (s < 0 || size_t(s) >= m.slots().size() || !m.live_slot(s)) return false;
     const model::ModelSlot &x = m.slots()[s];
-    if (!m.live_slot(s) || x.copy_in_flight) return false;
+    if (x.copy_in_flight) return false;
     if (x.state == SlotState::Mapped || x.state == SlotState::Released) return true;
     return x.state == SlotState::RemapPending && m.requests()[x.request].worker_done;
 }

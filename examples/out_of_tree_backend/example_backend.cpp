@@ -51,6 +51,7 @@ void last_error(xmc_instance *, xmc_error_info *out) { *out = last; }
 const char *status_name(xmc_status s) { return xmc_status_string(s); }
 
 xmc_status pin_alloc(xmc_instance *, size_t n, size_t align, int32_t dev, xmc_pin_result *out) {
+    if (!out) return fail(XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "NULL result");  // before allocating
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     if (n == 0 || align == 0 || (align & (align - 1)) || n > SIZE_MAX - page)
         return fail(XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "size 0, or alignment not a power of two");
@@ -84,6 +85,7 @@ xmc_status pin_free(xmc_instance *, void *base) {
 }
 
 xmc_status pin_query(xmc_instance *, const void *addr, size_t len, xmc_pin_info *out) {
+    if (!out) return fail(XMC_ERR_INVALID_ARGUMENT, 0, "pin_query", "NULL result");
     std::lock_guard<std::mutex> l(mu);
     auto it = holding(reinterpret_cast<uintptr_t>(addr), len ? len : 1);
     *out = it == blocks.end() ? xmc_pin_info{} : xmc_pin_info{1, reinterpret_cast<void *>(it->first), it->second};
@@ -91,6 +93,7 @@ xmc_status pin_query(xmc_instance *, const void *addr, size_t len, xmc_pin_info 
 }
 
 xmc_status pin_stats(xmc_instance *, xmc_pin_stats *out) {
+    if (!out) return fail(XMC_ERR_INVALID_ARGUMENT, 0, "pin_stats", "NULL result");
     std::lock_guard<std::mutex> l(mu);
     *out = xmc_pin_stats{bytes_now, bytes_peak, blocks.size()};
     return XMC_OK;
