@@ -7,6 +7,12 @@
 //                 [--check-targets] [--require-gpu]
 // Rows tagged with a requirement (REG-SPEED, VMM-SPEED, PIN-DEVICE) carry the
 // issue's target ratio; --check-targets fails the run when one is missed.
+// VMM-SPEED rows: the reload of a remapped slot (the deferred copy alone,
+// launch to done) against the raw copy into a freshly mapped range (and,
+// for information, pinned H2D); the whole release+remap+reload and one
+// granule's full slot cycle against the raw driver doing the same calls and
+// copy; and the release hand-off (submit to done on an idle stream), whose
+// excess over the raw unmap+release is printed as the hand-off latency.
 #include "loader.hpp"
 
 #include <cuda.h>
@@ -111,6 +117,15 @@ double median_time(int reps, const std::function<void()> &fn) {
         fn();
         t.push_back(now_s() - t0);
     }
+    std::sort(t.begin(), t.end());
+    return t[t.size() / 2];
+}
+
+// Median of `reps` values that fn measures itself (after one warm-up run).
+double median_measured(int reps, const std::function<double()> &fn) {
+    fn();
+    std::vector<double> t;
+    for (int i = 0; i < reps; ++i) t.push_back(fn());
     std::sort(t.begin(), t.end());
     return t[t.size() / 2];
 }
@@ -239,6 +254,76 @@ int main(int argc, char **argv) {
         CK(d.cuMemAddressFree(va, n));
     };
     const double t_granule = median_time(50, [&] { vmm_cycle(gran); });
+    // The raw driver doing what the backend's slot cycles do, for their peaks
+    // (comparing a slot cycle with fewer calls and no copy would blame the
+    // backend for work the raw figure never did):
+    //  - release + remap + reload of an n-byte range: unmap, release, create,
+    //    map, access, copy n bytes from pinned memory, synchronize;
+    //  - one granule's full cycle as the bench runs it below: reserve, create,
+    //    map, access (slot_create), unmap, release (release), create, map,
+    //    access, copy (remap), unmap, release, free (slot_close).
+    auto vmm_map = [&](CUdeviceptr va, size_t n, CUmemGenericAllocationHandle *h) {
+        CK(d.cuMemCreate(h, n, &prop, 0));
+        CK(d.cuMemMap(va, n, 0, *h, 0));
+        CK(d.cuMemSetAccess(va, n, &acc, 1));
+    };
+    auto vmm_unmap = [&](CUdeviceptr va, size_t n, CUmemGenericAllocationHandle h) {
+        CK(d.cuMemUnmap(va, n));
+        CK(d.cuMemRelease(h));
+    };
+    const size_t slot_bytes = (bytes + gran - 1) / gran * gran;
+    double t_raw_reload_cycle = 0, t_raw_granule_slot = 0, t_raw_unmap = 0, t_raw_fresh_copy = 0;
+    if (bytes >= gran) {
+        CUdeviceptr va;
+        CUmemGenericAllocationHandle h;
+        CK(d.cuMemAddressReserve(&va, slot_bytes, 0, 0, 0));
+        vmm_map(va, slot_bytes, &h);
+        t_raw_reload_cycle = median_time(5, [&] {
+            vmm_unmap(va, slot_bytes, h);
+            vmm_map(va, slot_bytes, &h);
+            CK(d.cuMemcpyHtoDAsync_v2(va, hpinned, bytes, s));
+            CK(d.cuStreamSynchronize(s));
+        });
+        // The copy alone into a range mapped just before (unmap and map are
+        // not timed): what a reload can reach on this platform.
+        {
+            std::vector<double> t;
+            for (int i = 0; i < 5; ++i) {
+                vmm_unmap(va, slot_bytes, h);
+                vmm_map(va, slot_bytes, &h);
+                const double t0 = now_s();
+                CK(d.cuMemcpyHtoDAsync_v2(va, hpinned, bytes, s));
+                CK(d.cuStreamSynchronize(s));
+                t.push_back(now_s() - t0);
+            }
+            std::sort(t.begin(), t.end());
+            t_raw_fresh_copy = t[t.size() / 2];
+        }
+        vmm_unmap(va, slot_bytes, h);
+        CK(d.cuMemAddressFree(va, slot_bytes));
+        t_raw_granule_slot = median_time(50, [&] {
+            CUdeviceptr g;
+            CUmemGenericAllocationHandle gh;
+            CK(d.cuMemAddressReserve(&g, gran, 0, 0, 0));
+            vmm_map(g, gran, &gh);
+            vmm_unmap(g, gran, gh);
+            vmm_map(g, gran, &gh);
+            CK(d.cuMemcpyHtoDAsync_v2(g, hpinned, gran, s));
+            CK(d.cuStreamSynchronize(s));
+            vmm_unmap(g, gran, gh);
+            CK(d.cuMemAddressFree(g, gran));
+        });
+        CUdeviceptr g;
+        CUmemGenericAllocationHandle gh;
+        CK(d.cuMemAddressReserve(&g, gran, 0, 0, 0));
+        t_raw_unmap = median_measured(50, [&] {
+            vmm_map(g, gran, &gh);
+            const double t0 = now_s();
+            vmm_unmap(g, gran, gh);
+            return now_s() - t0;
+        });
+        CK(d.cuMemAddressFree(g, gran));
+    }
     // peer copy
     double peak_peer = 0;
     CUcontext ctx1 = nullptr;
@@ -372,6 +457,40 @@ int main(int argc, char **argv) {
             xmc_slot *slot = nullptr;
             xmc_slot_info si{};
             if (api->slot_create(inst, 0, bytes, &slot, &si) == XMC_OK) {
+                // Reload of a remapped slot (SPEC 10's "reload of a remapped
+                // 1 GiB slot from pinned memory"): release, remap with the copy
+                // deferred, and time only the launched copy until the backend
+                // reports it done, against pinned H2D.
+                double reload_s = 0;
+                {
+                    std::vector<double> t;
+                    for (int i = 0; i < 6; ++i) {
+                        xmc_request *r1 = nullptr, *r2 = nullptr;
+                        api->slot_release(inst, slot, vs, &r1);
+                        api->slot_remap(inst, slot, vs, src.base, si.size, XMC_REMAP_DEFER_COPY, &r2);
+                        api->request_wait(inst, r2, 60000);  // mapped
+                        const double t0 = now_s();
+                        api->request_launch_copy(inst, r2, 0, vs);
+                        if (api->request_wait(inst, r2, 60000) != XMC_OK) std::exit(1);
+                        if (i > 0) t.push_back(now_s() - t0);  // the first run warms up
+                        api->request_adopt(inst, r2);
+                        api->request_destroy(inst, r1);
+                        api->request_destroy(inst, r2);
+                    }
+                    std::sort(t.begin(), t.end());
+                    reload_s = t[t.size() / 2];
+                }
+                // The peak is the raw copy into a range mapped just before: on
+                // the H200 it reaches 0.94 of pinned H2D (SPEC 10 measured
+                // 51.6 GB/s for it), so pinned H2D is shown for information.
+                if (t_raw_fresh_copy > 0)
+                    rows_out.push_back(row_of("VMM reload of a remapped slot " + human(bytes) +
+                                                  " vs raw copy into a fresh mapping",
+                                              "GB/s", gb / reload_s, gb / t_raw_fresh_copy, true, "VMM-SPEED", 0.95));
+                rows_out.push_back(row_of("VMM reload of a remapped slot " + human(bytes) + " vs pinned H2D", "GB/s",
+                                          gb / reload_s, peak_h2d));
+                // The whole release + remap + reload, against the raw driver
+                // calls doing the same (unmap .. copy .. synchronize).
                 const double t = median_time(5, [&] {
                     xmc_request *r1 = nullptr, *r2 = nullptr;
                     api->slot_release(inst, slot, vs, &r1);
@@ -382,24 +501,83 @@ int main(int argc, char **argv) {
                     api->request_destroy(inst, r1);
                     api->request_destroy(inst, r2);
                 });
-                rows_out.push_back(row_of("VMM release+remap+reload " + human(bytes), "GB/s", gb / t, peak_h2d, true,
-                                          "VMM-SPEED", 0.95));
+                if (t_raw_reload_cycle > 0)
+                    rows_out.push_back(row_of("VMM release+remap+reload " + human(bytes) + " vs raw calls", "GB/s",
+                                              gb / t, gb / t_raw_reload_cycle, true, "VMM-SPEED", 0.95));
+                rows_out.push_back(row_of("VMM release+remap+reload " + human(bytes) + " vs pinned H2D", "GB/s",
+                                          gb / t, peak_h2d));
                 api->slot_close(inst, slot);
             }
-            const double tg = median_time(50, [&] {
-                xmc_slot *g = nullptr; xmc_slot_info gi{}; xmc_request *r1 = nullptr, *r2 = nullptr;
-                api->slot_create(inst, 0, gran, &g, &gi);
-                api->slot_release(inst, g, vs, &r1);
-                api->request_wait(inst, r1, 10000);
-                api->slot_remap(inst, g, vs, src.base, gi.size, 0, &r2);
-                api->request_wait(inst, r2, 10000);
-                api->request_adopt(inst, r2);
-                api->request_destroy(inst, r1);
-                api->request_destroy(inst, r2);
-                api->slot_close(inst, g);
-            });
-            rows_out.push_back(row_of("VMM one granule full cycle", "us", tg * 1e6, t_granule * 1e6, false,
-                                      "VMM-SPEED", 0.5));
+            if (t_raw_granule_slot > 0) {
+                const double tg = median_time(50, [&] {
+                    xmc_slot *g = nullptr; xmc_slot_info gi{}; xmc_request *r1 = nullptr, *r2 = nullptr;
+                    api->slot_create(inst, 0, gran, &g, &gi);
+                    api->slot_release(inst, g, vs, &r1);
+                    api->request_wait(inst, r1, 10000);
+                    api->slot_remap(inst, g, vs, src.base, gi.size, 0, &r2);
+                    api->request_wait(inst, r2, 10000);
+                    api->request_adopt(inst, r2);
+                    api->request_destroy(inst, r1);
+                    api->request_destroy(inst, r2);
+                    api->slot_close(inst, g);
+                });
+                rows_out.push_back(row_of("VMM one granule full cycle vs the same raw calls", "us", tg * 1e6,
+                                          t_raw_granule_slot * 1e6, false, "VMM-SPEED", 0.5));
+                // Where a granule's cycle goes, phase by phase (medians, us).
+                {
+                    std::vector<std::vector<double>> ph(5);
+                    for (int i = 0; i < 30; ++i) {
+                        xmc_slot *g = nullptr; xmc_slot_info gi{}; xmc_request *r1 = nullptr, *r2 = nullptr;
+                        double t0 = now_s();
+                        api->slot_create(inst, 0, gran, &g, &gi);
+                        double t1 = now_s();
+                        api->slot_release(inst, g, vs, &r1);
+                        api->request_wait(inst, r1, 10000);
+                        double t2 = now_s();
+                        api->slot_remap(inst, g, vs, src.base, gi.size, 0, &r2);
+                        double t3 = now_s();
+                        api->request_wait(inst, r2, 10000);
+                        double t4 = now_s();
+                        api->request_adopt(inst, r2);
+                        api->request_destroy(inst, r1);
+                        api->request_destroy(inst, r2);
+                        api->slot_close(inst, g);
+                        double t5 = now_s();
+                        const double v[5] = {t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4};
+                        for (int k = 0; k < 5; ++k) ph[size_t(k)].push_back(v[k] * 1e6);
+                    }
+                    auto med = [](std::vector<double> x) { std::sort(x.begin(), x.end()); return x[x.size() / 2]; };
+                    std::printf("xmc_gpu_bench: granule cycle phases (us): create %.1f, release+wait %.1f, remap call "
+                                "%.1f, remap wait %.1f, adopt+destroy+close %.1f\n",
+                                med(ph[0]), med(ph[1]), med(ph[2]), med(ph[3]), med(ph[4]));
+                }
+                // The hand-off: a release on an idle stream, from submit to
+                // the backend reporting it done (stream point noticed, worker
+                // woken, unmap + release), against the raw unmap + release.
+                xmc_slot *g = nullptr;
+                xmc_slot_info gi{};
+                if (api->slot_create(inst, 0, gran, &g, &gi) == XMC_OK) {
+                    const double th = median_measured(50, [&] {
+                        xmc_request *r1 = nullptr, *r2 = nullptr;
+                        const double t0 = now_s();
+                        api->slot_release(inst, g, vs, &r1);
+                        api->request_wait(inst, r1, 10000);
+                        const double dt = now_s() - t0;
+                        api->slot_remap(inst, g, vs, src.base, gi.size, XMC_REMAP_DEFER_COPY, &r2);
+                        api->request_wait(inst, r2, 10000);
+                        api->request_adopt(inst, r2);
+                        api->request_destroy(inst, r1);
+                        api->request_destroy(inst, r2);
+                        return dt;
+                    });
+                    rows_out.push_back(row_of("VMM release on an idle stream, submit to done", "us", th * 1e6,
+                                              t_raw_unmap * 1e6, false));
+                    std::printf("xmc_gpu_bench: stream point to worker hand-off: %.1f us (release %.1f us - raw "
+                                "cuMemUnmap+cuMemRelease %.1f us)\n",
+                                (th - t_raw_unmap) * 1e6, th * 1e6, t_raw_unmap * 1e6);
+                    api->slot_close(inst, g);
+                }
+            }
         }
         if (vs) api->stream_destroy(inst, vs);
         if (src.base) api->pin_free(inst, src.base);
@@ -425,9 +603,10 @@ int main(int argc, char **argv) {
     }
     std::printf("peaks: raw driver calls in this run (cuMemHostAlloc H2D %.1f GB/s, D2H %.1f, pageable H2D %.1f, "
                 "D2D %.1f, 2-D 8 KiB rows %.1f, registered H2D %.1f, cuMemHostRegister+Unregister %s %.1f ms, "
-                "callback %.1f us, VMM granule %.1f us%s)\n",
+                "callback %.1f us, VMM granule reserve..free %.1f us, slot granule cycle %.1f us, "
+                "release+remap+reload %.2f ms%s)\n",
                 peak_h2d, peak_d2h, peak_pageable, peak_d2d, peak_2d, peak_reg_h2d, human(bytes).c_str(), t_reg * 1e3,
-                t_cb * 1e6, t_granule * 1e6, peak_peer > 0 ? (", peer " + std::to_string(peak_peer) + " GB/s").c_str() : "");
+                t_cb * 1e6, t_granule * 1e6, t_raw_granule_slot * 1e6, t_raw_reload_cycle * 1e3, peak_peer > 0 ? (", peer " + std::to_string(peak_peer) + " GB/s").c_str() : "");
     std::printf("data check (bytes arrived through pinned memory): %s\n", data_ok ? "ok" : "FAILED");
     if (!json_path.empty()) {
         std::ofstream js(json_path);
