@@ -16,6 +16,7 @@
 // Baseline: the same bytes per direction as one gloo message each, in the executor's order (the
 // lower rank sends first). Figures: GB/s of cross-rank bytes, best of R; ratio = executor / gloo.
 // --check-targets: exit 1 when the ratio of dense or rows is below 0.8 (the AFF-SPEED target on this tier).
+#include "abi_plan.hpp"
 #include "loader.hpp"
 #include "mpi_store.hpp"
 #include "transport_gloo.hpp"
@@ -44,25 +45,6 @@ using namespace xmc::conformance;
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<xmc_segment> abi_segments(const aff::Plan &p) {
-    std::vector<xmc_segment> out;
-    for (const aff::Segment &s : p.segments) {
-        xmc_segment a{};
-        a.src_rank = s.src_rank;
-        a.tgt_rank = s.tgt_rank;
-        a.ndim = int32_t(s.extents.size());
-        a.src_offset = s.src_offset;
-        a.tgt_offset = s.tgt_offset;
-        for (size_t d = 0; d < s.extents.size(); ++d) {
-            a.extents[d] = s.extents[d];
-            a.src_strides[d] = s.src_strides[d];
-            a.tgt_strides[d] = s.tgt_strides[d];
-        }
-        out.push_back(a);
-    }
-    return out;
-}
 
 const aff::RankLayout *layout_of(const aff::Map &m, int rank) {
     for (const auto &r : m.ranks)

@@ -11,6 +11,7 @@
 // segments without the transport where ranks share an address space (the threads world): direct
 // peer copies. Its bytes then cross the transport zero times instead of once; everything else is
 // checked as for the host.
+#include "abi_plan.hpp"
 #include "fixture.hpp"
 #include "loader.hpp"
 #include "stateful.hpp"
@@ -246,25 +247,6 @@ Side make_side(const aff::Map &m, int rank, const std::map<int, Layout> &layouts
         s.buf.strides[d] = l.strides[d];
     }
     return s;
-}
-
-std::vector<xmc_segment> abi_segments(const aff::Plan &p) {
-    std::vector<xmc_segment> out;
-    for (const aff::Segment &s : p.segments) {
-        xmc_segment a{};
-        a.src_rank = s.src_rank;
-        a.tgt_rank = s.tgt_rank;
-        a.ndim = int32_t(s.extents.size());
-        a.src_offset = s.src_offset;
-        a.tgt_offset = s.tgt_offset;
-        for (size_t d = 0; d < s.extents.size(); ++d) {
-            a.extents[d] = s.extents[d];
-            a.src_strides[d] = s.src_strides[d];
-            a.tgt_strides[d] = s.tgt_strides[d];
-        }
-        out.push_back(a);
-    }
-    return out;
 }
 
 // "" when the storage holds exactly what it should, else where it first differs.
