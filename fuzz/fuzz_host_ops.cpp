@@ -26,6 +26,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <map>
 #include <vector>
 
 using namespace xmc::model;
@@ -179,11 +180,24 @@ struct Run {
         pin_op("pin_unref", [](xmc_instance *i, void *p) { return proc().api.pin_unref(i, p); },
                [&](const PinAddr &a) { return pins.unref(a); });
     }
+    // Blocks that are the sources of deferred copies not launched yet, per
+    // request: the caller keeps a source until its copy has run (docs/abi.md),
+    // so they are not freed or unreferenced meanwhile (a fuzzer finding: the
+    // harness freed one, and the later launch read freed memory).
+    std::map<int, std::vector<int>> deferred_sources;
+    bool deferred_source(int block) const {
+        for (const auto &[r, blocks] : deferred_sources)
+            for (int b : blocks)
+                if (b == block) return true;
+        return false;
+    }
+
     template <class Model>
     void pin_op(const char *name, xmc_status (*call)(xmc_instance *, void *), Model model) {
         const uintptr_t a = pick_pin_addr();
         PinAddr pa;
         if (!model_addr(a, &pa)) return;
+        if (std::string(name) != "pin_ref" && pa.block >= 0 && deferred_source(pa.block)) return;
         const xmc_status want = model(pa);
         expect_status(name, call(P.inst, reinterpret_cast<void *>(a)), want);
     }
@@ -371,6 +385,11 @@ struct Run {
                                      : api.slot_remap(P.inst, hs[0], P.stream, srcs[0], lens[0], flags, &h);
         expect_status("slot_remap", got, slots.remap(b, kinds, tags, flags));
         if (got != XMC_OK) return;
+        if (flags & XMC_REMAP_DEFER_COPY) {
+            std::vector<int> blocks;
+            for (size_t i = 0; i < kinds.size(); ++i) blocks.push_back(kinds[i] == Source::Valid ? tags[i] : -1);
+            deferred_sources[static_cast<int>(req_handles.size())] = blocks;
+        }
         req_handles.push_back(h);
         wait_new("slot_remap wait", static_cast<int>(req_handles.size()) - 1);
         check_contents();
@@ -383,6 +402,8 @@ struct Run {
         if (r < 0) return expect_status("request_launch_copy", got, XMC_ERR_INVALID_HANDLE);
         expect_status("request_launch_copy", got, slots.launch(r, idx));
         if (got == XMC_OK) wait_new("request_launch_copy wait", r);
+        if (got == XMC_OK && deferred_sources.count(r) && idx < deferred_sources[r].size())
+            deferred_sources[r][idx] = -1;  // copied: the source may go
         check_contents();
     }
     void adopt() {
@@ -395,6 +416,7 @@ struct Run {
         const int r = pick_request();
         const xmc_status got = api.request_destroy(P.inst, request_handle(r));
         expect_status("request_destroy", got, r < 0 ? XMC_ERR_INVALID_HANDLE : slots.destroy(r));
+        if (got == XMC_OK) deferred_sources.erase(r);
     }
     void query() {
         const int r = pick_request();
