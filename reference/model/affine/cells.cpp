@@ -17,18 +17,9 @@ bool canonical_less(const Placed& a, const Placed& b) {
 
 }  // namespace
 
-std::vector<Placed> placed_pieces(const Map& m) {
-    std::vector<Placed> out;
-    std::size_t n = 0;
-    for (const RankLayout& r : m.ranks) n += r.pieces.size();
-    out.reserve(n);
-    for (const RankLayout& r : m.ranks)
-        for (const Piece& p : r.pieces)
-            if (!is_empty(p.extents))
-                out.push_back({r.rank, {unravel(p.logical_offset, m.shape), p.extents},
-                               unravel(p.shard_offset, r.shard_shape), &p.locations});
-    if (!std::is_sorted(out.begin(), out.end(), canonical_less)) std::sort(out.begin(), out.end(), canonical_less);
-    return out;
+void sort_placed(std::vector<Placed>& placed) {
+    if (!std::is_sorted(placed.begin(), placed.end(), canonical_less))
+        std::sort(placed.begin(), placed.end(), canonical_less);
 }
 
 namespace {
@@ -97,36 +88,49 @@ std::vector<Cell> refine(const std::vector<Cell>& group) {
 
 }  // namespace
 
-std::vector<Cell> source_cells(const std::vector<Placed>& src) {
+std::vector<Cell> source_cells(const std::vector<Placed>& src,
+                               const std::vector<std::pair<std::size_t, std::size_t>>& overlaps) {
     // Replicas with identical boxes: one cell, holders ascending by rank.
     std::vector<std::size_t> order(src.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    // By box, then by index: the order a stable sort by box gives (without its temporary buffer).
     auto by_box = [&](std::size_t a, std::size_t b) {
-        return std::tie(src[a].logical.lo, src[a].logical.ext) < std::tie(src[b].logical.lo, src[b].logical.ext);
+        return std::tie(src[a].logical.lo, src[a].logical.ext, a) < std::tie(src[b].logical.lo, src[b].logical.ext, b);
     };
-    if (!std::is_sorted(order.begin(), order.end(), by_box)) std::stable_sort(order.begin(), order.end(), by_box);
+    if (!std::is_sorted(order.begin(), order.end(), by_box)) std::sort(order.begin(), order.end(), by_box);
+    auto same_box = [&](std::size_t a, std::size_t b) {
+        return src[a].logical.lo == src[b].logical.lo && src[a].logical.ext == src[b].logical.ext;
+    };
     std::vector<Cell> cells;
     cells.reserve(src.size());
-    for (std::size_t i : order) {
-        if (cells.empty() || cells.back().box.lo != src[i].logical.lo || cells.back().box.ext != src[i].logical.ext)
-            cells.push_back({src[i].logical, {{src[i].rank, i}}});
-        else if (cells.back().holders.back().first != src[i].rank)  // a rank holds a box once
-            cells.back().holders.emplace_back(src[i].rank, i);  // ranks ascend: `src` is sorted by rank
+    std::vector<std::size_t> cell_of(src.size());  // the cell of each piece
+    for (std::size_t k = 0; k < order.size();) {
+        // order[k, end): the pieces with one box (replicas), which become one cell.
+        std::size_t end = k + 1;
+        while (end < order.size() && same_box(order[end], order[k])) ++end;
+        Cell c{src[order[k]].logical, {}};
+        c.holders.reserve(end - k);
+        for (; k < end; ++k) {
+            const std::size_t i = order[k];
+            if (c.holders.empty() || c.holders.back().first != src[i].rank)  // a rank holds a box once
+                c.holders.emplace_back(src[i].rank, i);  // ranks ascend: `src` is sorted by rank
+            cell_of[i] = cells.size();
+        }
+        cells.push_back(std::move(c));
     }
-    // Groups of cells that still overlap (connected through overlapping pairs) are refined.
-    std::vector<const Box*> boxes;
-    boxes.reserve(cells.size());
-    for (const Cell& c : cells) boxes.push_back(&c.box);
-    const auto pairs = overlapping_pairs(boxes, nullptr);
-    if (pairs.empty()) return cells;
+    // Groups of cells that still overlap (connected through overlapping pairs) are refined. Two
+    // cells overlap exactly when pieces of theirs do (a cell's box is its pieces' box); pairs
+    // within one cell are replicas of one box.
+    if (std::all_of(overlaps.begin(), overlaps.end(), [&](const auto& o) { return cell_of[o.first] == cell_of[o.second]; }))
+        return cells;
     std::vector<std::size_t> group(cells.size());
     for (std::size_t i = 0; i < group.size(); ++i) group[i] = i;
     auto root = [&](std::size_t x) {
         while (group[x] != x) x = group[x] = group[group[x]];
         return x;
     };
-    for (auto [a, b] : pairs) {
-        std::size_t ra = root(a), rb = root(b);
+    for (auto [i, j] : overlaps) {
+        std::size_t ra = root(cell_of[i]), rb = root(cell_of[j]);
         group[std::max(ra, rb)] = std::min(ra, rb);
     }
     std::map<std::size_t, std::vector<Cell>> groups;  // by lowest member, members in cell order

@@ -22,7 +22,9 @@ class Index {
 public:
     using value_type = int64_t;
     Index() = default;
-    explicit Index(std::size_t n, int64_t value = 0) : n_(checked(n)) { std::fill(v_, v_ + n_, value); }
+    explicit Index(std::size_t n, int64_t value = 0) : n_(checked(n)) {
+        if (value != 0) std::fill(v_, v_ + n_, value);  // (every element starts at 0)
+    }
     Index(std::initializer_list<int64_t> l) : n_(checked(l.size())) { std::copy(l.begin(), l.end(), v_); }
     Index(const std::vector<int64_t>& v) : n_(checked(v.size())) { std::copy(v.begin(), v.end(), v_); }
     template <class It>
@@ -64,7 +66,7 @@ std::string to_string(const Index& v);                          // "[1, 2, 3]"
 std::string to_string(const std::vector<int64_t>& v);
 std::string to_string(const std::vector<int>& v);
 Index unravel(int64_t offset, const Index& shape);                // row-major multi-index
-int64_t ravel(const Index& idx, const Index& shape);              // row-major offset
+int64_t ravel(const Index& idx, const std::vector<int64_t>& shape);  // row-major offset
 Index row_major(const Index& shape);                               // row_major_strides(), inline
 bool is_empty(const Index& extents);                              // some extent is 0
 int64_t numel(const Index& shape);                                 // affine::numel without a vector copy
@@ -84,23 +86,27 @@ void for_each_index(const Index& ext, F&& f) {
 }
 
 // Sort and sweep: every pair of non-empty boxes that share an element. With b == nullptr, pairs
-// (i, j), i < j, within a; otherwise pairs (i in a, j in b). Sweeps along the axis on which the
-// boxes are thinnest, so only boxes overlapping there are ever compared (never all pairs).
+// (i, j), i < j, within a; otherwise pairs (i in a, j in b), in no particular order. Sweeps along
+// the axis on which the boxes are thinnest, so only boxes overlapping there are ever compared
+// (never all pairs). A few boxes are compared pair by pair instead: two sets get their pairs so,
+// one set is only checked for having none.
 // The boxes are passed by pointer, so that callers need not copy them out of pieces and cells.
 std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<const Box*>& a,
                                                                    const std::vector<const Box*>* b);
 
-// A non-empty piece: its rank, its logical box, where that box starts in the shard, and its
-// locations (the piece's own list, in input order: distinct ranks, as validate_form checked).
+// A non-empty piece: its rank, its logical box, where that box starts in the shard, its locations
+// (the piece's own list, in input order: distinct ranks, as validate_form checked), and the shape
+// of its rank's shard.
 struct Placed {
     int rank;
     Box logical;
     Index shard_corner;
     const std::vector<int>* locations;
+    const std::vector<int64_t>* shard_shape;
 };
-// The non-empty pieces of a map whose pieces lie inside tensor and shards, in a canonical order
-// (rank, logical corner, extents, shard corner) that does not depend on the input's order.
-std::vector<Placed> placed_pieces(const Map& m);
+// Sorts the non-empty pieces of a map (gathered by validate_map while it checks them) into a
+// canonical order (rank, logical corner, extents, shard corner) that does not depend on the input's order.
+void sort_placed(std::vector<Placed>& placed);
 
 // A part of the logical tensor held whole by each rank in `holders`: (rank, index of the source
 // piece holding it), ascending by rank, one piece per rank.
@@ -111,8 +117,11 @@ struct Cell {
 // Disjoint cells covering exactly what `src` (canonical order) covers. Pieces with identical
 // boxes (replicas) form one cell; boxes that still overlap (replicas cut into different pieces on
 // different ranks) are refined, within each group of overlapping boxes, into parts with one holder
-// set each. Deterministic for a given `src`.
-std::vector<Cell> source_cells(const std::vector<Placed>& src);
+// set each. `overlaps` is every pair of pieces of `src` whose boxes share an element
+// (overlapping_pairs over their logical boxes, which validate_map has computed already).
+// Deterministic for a given `src`.
+std::vector<Cell> source_cells(const std::vector<Placed>& src,
+                               const std::vector<std::pair<std::size_t, std::size_t>>& overlaps);
 
 // validate(), which computes a valid map's placed pieces and cells anyway: hands them back (each
 // output may be null) so that the planner does not compute them again.

@@ -81,7 +81,7 @@ Index unravel(int64_t offset, const Index& shape) {
     return idx;
 }
 
-int64_t ravel(const Index& idx, const Index& shape) {
+int64_t ravel(const Index& idx, const std::vector<int64_t>& shape) {
     int64_t off = 0;
     for (std::size_t d = 0; d < shape.size(); ++d) off = off * shape[d] + idx[d];
     return off;
@@ -104,14 +104,16 @@ bool is_empty(const Index& extents) {
 }
 
 bool intersect(const Box& a, const Box& b, Box* out) {
-    Box r{Index(a.lo.size()), Index(a.lo.size())};
+    for (std::size_t d = 0; d < a.lo.size(); ++d)
+        if (std::min(a.lo[d] + a.ext[d], b.lo[d] + b.ext[d]) <= std::max(a.lo[d], b.lo[d])) return false;
+    if (!out) return true;  // only asked whether they meet
+    Index lo(a.lo.size()), ext(a.lo.size());
     for (std::size_t d = 0; d < a.lo.size(); ++d) {
-        r.lo[d] = std::max(a.lo[d], b.lo[d]);
-        int64_t hi = std::min(a.lo[d] + a.ext[d], b.lo[d] + b.ext[d]);
-        if (hi <= r.lo[d]) return false;
-        r.ext[d] = hi - r.lo[d];
+        lo[d] = std::max(a.lo[d], b.lo[d]);
+        ext[d] = std::min(a.lo[d] + a.ext[d], b.lo[d] + b.ext[d]) - lo[d];
     }
-    if (out) *out = std::move(r);
+    out->lo = lo;
+    out->ext = ext;
     return true;
 }
 
@@ -120,7 +122,39 @@ std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::ve
     const bool self = (b == nullptr);
     const std::vector<const Box*>* sets[2] = {&a, self ? &a : b};
     std::vector<std::pair<std::size_t, std::size_t>> pairs;
+    // Few boxes (one tensor's pieces): every pair is compared, which costs less than setting up
+    // the sweep. (An empty box meets nothing, so intersect() refuses it.) Two sets give all their
+    // pairs so; one set only shows that there are none (else the sweep below finds them in its order).
+    if (!self && a.size() * b->size() <= 256) {
+        for (std::size_t i = 0; i < a.size(); ++i)
+            for (std::size_t j = 0; j < b->size(); ++j)
+                if (intersect(*a[i], *(*b)[j], nullptr)) pairs.emplace_back(i, j);
+        return pairs;
+    }
+    if (self && a.size() <= 16) {
+        bool any = false;
+        for (std::size_t i = 0; i < a.size() && !any; ++i)
+            for (std::size_t j = 0; j < i && !any; ++j) any = intersect(*a[i], *a[j], nullptr);
+        if (!any) return pairs;
+        pairs.reserve(a.size());  // some do (replicas, say): a few pairs each
+    }
     std::size_t ndim = a.empty() ? (self || b->empty() ? 0 : b->front()->lo.size()) : a.front()->lo.size();
+
+    // One item per non-empty box (empty boxes share no element); its interval along the sweep axis
+    // is filled in once the axis is chosen.
+    struct Item {
+        int64_t start, end;
+        int set;
+        std::size_t idx;
+        const Box* box;
+    };
+    std::vector<Item> items;
+    items.reserve(a.size() + (self ? 0 : b->size()));
+    for (int s = 0; s < (self ? 1 : 2); ++s)
+        for (std::size_t i = 0; i < sets[s]->size(); ++i) {
+            const Box* x = (*sets[s])[i];
+            if (!is_empty(x->ext)) items.push_back({0, 0, s, i, x});
+        }
 
     // Sweep axis: the one where an average point is covered by the fewest boxes
     // (sum of extents / span), so that the active lists stay short.
@@ -129,33 +163,20 @@ std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::ve
     for (std::size_t d = 0; d < ndim; ++d) {
         int64_t lo = INT64_MAX, hi = INT64_MIN;
         double sum = 0;
-        for (int s = 0; s < (self ? 1 : 2); ++s)
-            for (std::size_t i = 0; i < sets[s]->size(); ++i) {
-                const Box& x = *(*sets[s])[i];
-                if (is_empty(x.ext)) continue;
-                lo = std::min(lo, x.lo[d]);
-                hi = std::max(hi, x.lo[d] + x.ext[d]);
-                sum += double(x.ext[d]);
-            }
+        for (const Item& it : items) {
+            const Box& x = *it.box;
+            lo = std::min(lo, x.lo[d]);
+            hi = std::max(hi, x.lo[d] + x.ext[d]);
+            sum += double(x.ext[d]);
+        }
         double cost = hi > lo ? sum / double(hi - lo) : 0;
         if (best < 0 || cost < best) best = cost, axis = d;
     }
-
-    struct Item {
-        int64_t start, end;
-        int set;
-        std::size_t idx;
-    };
-    std::vector<Item> items;
-    items.reserve(a.size() + (self ? 0 : b->size()));
-    for (int s = 0; s < (self ? 1 : 2); ++s)
-        for (std::size_t i = 0; i < sets[s]->size(); ++i) {
-            const Box& x = *(*sets[s])[i];
-            if (is_empty(x.ext)) continue;
-            // A 0-D box is the single element: every 0-D pair overlaps, so sweep a unit interval.
-            int64_t start = ndim ? x.lo[axis] : 0, end = ndim ? x.lo[axis] + x.ext[axis] : 1;
-            items.push_back({start, end, s, i});
-        }
+    for (Item& it : items) {
+        // A 0-D box is the single element: every 0-D pair overlaps, so sweep a unit interval.
+        it.start = ndim ? it.box->lo[axis] : 0;
+        it.end = ndim ? it.box->lo[axis] + it.box->ext[axis] : 1;
+    }
     auto by_start = [](const Item& x, const Item& y) { return std::tie(x.start, x.set, x.idx) < std::tie(y.start, y.set, y.idx); };
     if (!std::is_sorted(items.begin(), items.end(), by_start)) std::sort(items.begin(), items.end(), by_start);
     // An active list never holds more than its set's boxes; reserved once instead of growing.
@@ -168,9 +189,8 @@ std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::ve
         auto& act = active[self ? 0 : 1 - it.set];
         act.erase(std::remove_if(act.begin(), act.end(), [&](const Item* x) { return x->end <= it.start; }),
                   act.end());
-        const Box& mine = *(*sets[it.set])[it.idx];
         for (const Item* o : act) {
-            if (!intersect(mine, *(*sets[o->set])[o->idx], nullptr)) continue;
+            if (!intersect(*it.box, *o->box, nullptr)) continue;
             if (self) pairs.emplace_back(std::min(o->idx, it.idx), std::max(o->idx, it.idx));
             else if (it.set == 0) pairs.emplace_back(it.idx, o->idx);
             else pairs.emplace_back(o->idx, it.idx);
@@ -187,7 +207,7 @@ using namespace detail;
 namespace {
 
 // Element count, or -1 on int64 overflow (sizes already checked non-negative).
-int64_t checked_numel(const Index& shape) {
+int64_t checked_numel(const std::vector<int64_t>& shape) {
     int64_t n = 1;
     for (int64_t s : shape)
         if (__builtin_mul_overflow(n, s, &n)) return -1;
@@ -196,6 +216,7 @@ int64_t checked_numel(const Index& shape) {
 
 // Two lists of distinct ranks name the same ranks (in any order). Lists are short.
 bool same_ranks(const std::vector<int>& a, const std::vector<int>& b) {
+    if (a == b) return true;  // the usual case: replicas list their ranks alike
     if (a.size() != b.size()) return false;
     for (int x : a)
         if (std::find(b.begin(), b.end(), x) == b.end()) return false;
@@ -210,7 +231,7 @@ std::string where(int rank, std::size_t piece) {
 std::optional<Refusal> validate_form(const Map& m) {
     const std::size_t n = m.shape.size();
     if (n > kMaxDims) return refuse(Reason::TooManyDims, "tensor has " + std::to_string(n) + " dims, at most 8");
-    auto negative = [](const Index& v) { return std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 0; }); };
+    auto negative = [](const std::vector<int64_t>& v) { return std::any_of(v.begin(), v.end(), [](int64_t x) { return x < 0; }); };
     if (negative(m.shape)) return refuse(Reason::NegativeExtent, "shape " + to_string(m.shape) + " is negative");
     if (checked_numel(m.shape) < 0) return refuse(Reason::SizeOverflow, "shape " + to_string(m.shape) + " overflows");
     std::vector<int> labels;  // sorted, to look up declared ranks
@@ -226,6 +247,9 @@ std::optional<Refusal> validate_form(const Map& m) {
             return refuse(Reason::BadRankLabel, "rank label " + std::to_string(bad) + " is negative or repeated");
         }
     const auto declared = [&](int x) { return std::binary_search(labels.begin(), labels.end(), x); };
+    // The last locations list found to be distinct declared ranks: a list equal to it (replicas
+    // list their ranks alike) is too, and needs only the holder check.
+    const std::vector<int>* checked = nullptr;
     for (const RankLayout& r : m.ranks) {
         const auto rk = [&] { return "rank " + std::to_string(r.rank) + ": "; };
         if (r.shard_shape.size() != n) return refuse(Reason::ArityMismatch, rk() + "shard_shape has wrong number of dims");
@@ -239,9 +263,11 @@ std::optional<Refusal> validate_form(const Map& m) {
             // Distinct declared ranks including the holder (pairwise: location lists are short).
             const auto& l = p.locations;
             bool bad = l.empty() || std::find(l.begin(), l.end(), r.rank) == l.end();
-            for (std::size_t a = 0; a < l.size() && !bad; ++a) {
-                bad = !declared(l[a]);
-                for (std::size_t b = 0; b < a && !bad; ++b) bad = l[a] == l[b];
+            // (A list of the holder alone, found just above, is one declared rank.)
+            if (!bad && l.size() > 1 && (checked == nullptr || *checked != l)) {
+                for (std::size_t a = 0; a < l.size() && !bad; ++a)
+                    bad = !declared(l[a]) || std::find(l.begin(), l.begin() + a, l[a]) != l.begin() + a;
+                checked = &l;  // (when bad, the refusal below ends the check)
             }
             if (bad)
                 return refuse(Reason::BadLocations, where(r.rank, i) + "locations must be distinct declared ranks "
@@ -251,19 +277,18 @@ std::optional<Refusal> validate_form(const Map& m) {
     return std::nullopt;
 }
 
-// Box of a non-empty piece inside `shape`, from its offset; refusal reason `outside` if it leaves.
-// `what` names the piece (made only for a refusal).
+// Box of a non-empty piece inside `shape` (`total` elements), from its offset, into *out; refusal
+// reason `outside` if it leaves. `what` names the piece (made only for a refusal).
 template <class What>
-std::optional<Refusal> piece_box(int64_t offset, const Index& extents, const Index& shape, Reason outside,
-                                 const What& what, Box* out) {
-    const int64_t total = numel(shape);
+std::optional<Refusal> piece_box(int64_t offset, const Index& extents, const Index& shape, int64_t total,
+                                 Reason outside, const What& what, Box* out) {
     if (offset < 0 || offset >= total) return refuse(outside, what() + "offset " + std::to_string(offset) + " outside");
-    Box b{unravel(offset, shape), extents};
+    out->lo = unravel(offset, shape);
+    out->ext = extents;
     for (std::size_t d = 0; d < shape.size(); ++d)
-        if (extents[d] > shape[d] - b.lo[d])
-            return refuse(outside, what() + "box at " + to_string(b.lo) + " extents " + to_string(extents) + " leaves " +
-                                       to_string(shape));
-    *out = std::move(b);
+        if (extents[d] > shape[d] - out->lo[d])
+            return refuse(outside, what() + "box at " + to_string(out->lo) + " extents " + to_string(extents) +
+                                       " leaves " + to_string(shape));
     return std::nullopt;
 }
 
@@ -274,43 +299,56 @@ std::optional<Refusal> validate(const Map& m) { return validate_map(m, nullptr, 
 std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* placed_out,
                                             std::vector<Cell>* cells_out) {
     if (auto r = validate_form(m)) return r;
-    const Index strides = row_major(m.shape);
+    const Index shape = m.shape;  // converted once, not once per piece
+    const int64_t total = numel(shape);
+    const Index strides = row_major(shape);
 
+    // The non-empty pieces, gathered while they are checked below (their boxes are computed once,
+    // here): rank, logical box, shard corner, locations and shard shape.
+    std::vector<Placed> placed;
+    {
+        std::size_t n = 0;
+        for (const RankLayout& r : m.ranks) n += r.pieces.size();
+        placed.reserve(n);
+    }
     // Per rank: every piece row-major and inside tensor and shard; the pieces tile the shard.
     std::vector<Box> in_shard;  // one rank's pieces in its shard
+    Box lb, sb;                 // a piece's box in the tensor and in its shard (reused for every piece)
     std::vector<const Box*> in_shard_boxes;  // pointers to them, for overlapping_pairs
     for (const RankLayout& r : m.ranks) {
-        const int64_t shard_numel = numel(r.shard_shape);
+        const Index shard_shape = r.shard_shape;
+        const int64_t shard_numel = numel(shard_shape);
         if (shard_numel > 0 && r.pieces.empty())
             return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
                                                           to_string(r.shard_shape) + " but no pieces");
-        const Index shard_strides = row_major(r.shard_shape);
+        const Index shard_strides = row_major(shard_shape);
         in_shard.clear();
         int64_t covered = 0;
         for (std::size_t i = 0; i < r.pieces.size(); ++i) {
             const Piece& p = r.pieces[i];
+            const Index extents = p.extents;
             const auto w = [&] { return where(r.rank, i); };
             // Strides matter only along axes the piece walks (extent > 1).
-            for (std::size_t d = 0; d < p.extents.size(); ++d)
-                if (p.extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != shard_strides[d]))
+            for (std::size_t d = 0; d < extents.size(); ++d)
+                if (extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != shard_strides[d]))
                     return refuse(Reason::NotRowMajor, w() + "strides on axis " + std::to_string(d) + " are not row-major");
-            if (is_empty(p.extents)) {  // holds nothing: only its offsets must be sane
+            if (is_empty(extents)) {  // holds nothing: only its offsets must be sane
                 if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w() + "negative logical_offset");
                 if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w() + "negative shard_offset");
                 continue;
             }
-            Box lb, sb;
-            if (auto e = piece_box(p.logical_offset, p.extents, m.shape, Reason::PieceOutsideTensor,
+            if (auto e = piece_box(p.logical_offset, extents, shape, total, Reason::PieceOutsideTensor,
                                    [&] { return w() + "logical "; }, &lb))
                 return e;
-            if (auto e = piece_box(p.shard_offset, p.extents, r.shard_shape, Reason::PieceOutsideShard,
+            if (auto e = piece_box(p.shard_offset, extents, shard_shape, shard_numel, Reason::PieceOutsideShard,
                                    [&] { return w() + "shard "; }, &sb))
                 return e;
             // Each piece fits in the shard, but their sum may not fit in int64 (pieces of
             // a huge shard that overlap): saturate; more than the shard holds means the
             // pairs below overlap, and that is the refusal.
-            if (__builtin_add_overflow(covered, numel(p.extents), &covered)) covered = INT64_MAX;
-            in_shard.push_back(std::move(sb));
+            if (__builtin_add_overflow(covered, numel(extents), &covered)) covered = INT64_MAX;
+            placed.push_back({r.rank, lb, sb.lo, &p.locations, &r.shard_shape});
+            if (r.pieces.size() > 1) in_shard.push_back(sb);  // (a single piece overlaps nothing)
         }
         // Exact tiling = no two pieces share a shard element, and together they cover all of it.
         // (A single piece overlaps nothing.)
@@ -328,12 +366,14 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
                                                 " shard elements");
     }
     // Pieces that share a logical element must agree on who holds it.
-    std::vector<Placed> placed = placed_pieces(m);
+    sort_placed(placed);
+    std::vector<std::pair<std::size_t, std::size_t>> overlaps;  // pairs of placed pieces sharing an element
     {
         std::vector<const Box*> logical;
         logical.reserve(placed.size());
         for (const Placed& p : placed) logical.push_back(&p.logical);
-        for (auto [i, j] : overlapping_pairs(logical, nullptr))
+        overlaps = overlapping_pairs(logical, nullptr);
+        for (auto [i, j] : overlaps)
             if (!same_ranks(*placed[i].locations, *placed[j].locations))
                 return refuse(Reason::LocationsOverlap, "pieces with different locations overlap at logical " +
                                                             to_string(placed[i].logical.lo) + " / " +
@@ -342,7 +382,7 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
     // `locations` must name exactly the ranks that hold each element. The cells cut the tensor into
     // boxes with one holder set each; every piece covering a cell has the same locations (checked
     // just above), so comparing with the first holder's piece suffices.
-    std::vector<Cell> cells = source_cells(placed);
+    std::vector<Cell> cells = source_cells(placed, overlaps);
     for (const Cell& c : cells) {
         const std::vector<int>& named = *placed[c.holders[0].second].locations;
         // Both lists are distinct ranks: they agree when they have the same size and every holder is named.

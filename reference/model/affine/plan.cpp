@@ -4,7 +4,8 @@
 // How a plan is made:
 //  1. Source cells (cells.cpp): the logical tensor cut into disjoint boxes, each held whole by a
 //     known set of source ranks (replicas with identical boxes share one cell).
-//  2. One sort-and-sweep finds, for every non-empty target piece T, the cells that meet it.
+//  2. One sort-and-sweep (for a few pieces: a comparison of every pair) finds, for every non-empty
+//     target piece T, the cells that meet it.
 //  3. Each T is checked to be covered (the cells are disjoint, so their parts inside T must add up
 //     to T's volume); otherwise TargetNotHeld.
 //  4. Each part T ∩ cell is read from its only holder, else from the lowest holder, or from the
@@ -30,6 +31,8 @@ namespace {
 struct Raw {
     int src_rank, tgt_rank;
     Index sc, tc, ext;
+    const std::vector<int64_t>* src_shape;  // the source rank's shard shape
+    const std::vector<int64_t>* tgt_shape;  // the target rank's shard shape
 };
 
 // Merges pairs of segments that are adjacent along one axis in both the source and the target
@@ -38,6 +41,16 @@ struct Raw {
 // other axes) are neighbours in order of their position along k.
 void coalesce(std::vector<Raw>& segs) {
     if (segs.empty()) return;
+    // Only segments between the same two ranks ever merge. A few segments that all join different
+    // pairs of ranks (e.g. one tensor's shards, each part read from another rank) stay as they are
+    // (their order does not matter: plan() sorts the segments).
+    if (segs.size() <= 32) {
+        bool shared = false;  // two segments join the same source and target rank
+        for (std::size_t i = 0; i < segs.size() && !shared; ++i)
+            for (std::size_t j = 0; j < i && !shared; ++j)
+                shared = segs[i].src_rank == segs[j].src_rank && segs[i].tgt_rank == segs[j].tgt_rank;
+        if (!shared) return;
+    }
     const std::size_t n = segs[0].ext.size();
     for (bool merged = true; merged;) {
         merged = false;
@@ -50,8 +63,9 @@ void coalesce(std::vector<Raw>& segs) {
                 if (sa != sb) return sa < sb ? -1 : 1;
                 for (std::size_t d = 0; d < n; ++d) {
                     if (d == k) continue;
-                    for (auto [x, y] : {std::pair{a.sc[d], b.sc[d]}, std::pair{a.tc[d], b.tc[d]}, std::pair{a.ext[d], b.ext[d]}})
-                        if (x != y) return x < y ? -1 : 1;
+                    if (a.sc[d] != b.sc[d]) return a.sc[d] < b.sc[d] ? -1 : 1;
+                    if (a.tc[d] != b.tc[d]) return a.tc[d] < b.tc[d] ? -1 : 1;
+                    if (a.ext[d] != b.ext[d]) return a.ext[d] < b.ext[d] ? -1 : 1;
                 }
                 return 0;
             };
@@ -84,13 +98,6 @@ std::size_t piece_count(const Map& m) {
     return c;
 }
 
-const std::vector<int64_t>& shard_shape_of(const Map& m, int rank) {
-    for (const RankLayout& r : m.ranks)
-        if (r.rank == rank) return r.shard_shape;
-    static const std::vector<int64_t> none;
-    return none;
-}
-
 // FNV-1a, 64 bit, taking a 64-bit word per step (a byte per step made the digest a tenth of the
 // planner's time), with a shift that folds high bits down: the same digest on every platform.
 struct Fnv {
@@ -105,19 +112,11 @@ struct Fnv {
     }
 };
 
-}  // namespace
-
-Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, const ReplicaSelector& selector) {
-    // Budgets first: they bound the work everything below does.
-    for (const Map* m : {&source, &target}) {
-        const char* side = m == &source ? "source" : "target";
-        if (m->shape.size() > budgets.max_dims)
-            return refuse(Reason::DimsOverBudget, std::string(side) + " has " + std::to_string(m->shape.size()) +
-                                                      " dims, budget " + std::to_string(budgets.max_dims));
-        if (piece_count(*m) > budgets.max_pieces)
-            return refuse(Reason::PiecesOverBudget, std::string(side) + " has " + std::to_string(piece_count(*m)) +
-                                                        " pieces, budget " + std::to_string(budgets.max_pieces));
-    }
+// Steps 1-4 (after the budgets): both maps validated, then every part of every target piece with the
+// source piece to read it from. The pieces, cells and meetings are freed on return, before the
+// plan's own vectors are made.
+std::optional<Refusal> parts_to_copy(const Map& source, const Map& target, const ReplicaSelector& selector,
+                                     std::vector<Raw>* raw) {
     std::vector<Placed> src, tgt;
     std::vector<Cell> cells;
     if (auto r = validate_map(source, &src, &cells)) return refuse(r->reason, "source map: " + r->message);
@@ -142,8 +141,7 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
     std::vector<std::pair<std::size_t, std::size_t>> meets = overlapping_pairs(tgt_boxes, &cell_boxes);
     if (!std::is_sorted(meets.begin(), meets.end())) std::sort(meets.begin(), meets.end());
 
-    std::vector<Raw> raw;
-    raw.reserve(meets.size());  // one segment per meeting, before merging
+    raw->reserve(meets.size());  // one segment per meeting, before merging
     std::vector<std::pair<Box, std::size_t>> parts;  // T ∩ cell, and the cell (reused for every T)
     std::size_t next = 0;  // first entry of `meets` not yet used
     for (std::size_t t = 0; t < tgt.size(); ++t) {
@@ -162,7 +160,8 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
                                                      "'s logical box at " + to_string(T.logical.lo) + " extents " +
                                                      to_string(T.logical.ext));
         // Parts in logical order, so that a selector is asked in a fixed order.
-        std::sort(parts.begin(), parts.end(), [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; });
+        auto by_corner = [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; };
+        if (!std::is_sorted(parts.begin(), parts.end(), by_corner)) std::sort(parts.begin(), parts.end(), by_corner);
         for (const auto& [box, c] : parts) {
             const auto& holders = cells[c].holders;
             std::size_t pick = 0;  // the only holder, or by default the lowest (holders ascend by rank)
@@ -178,31 +177,60 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
                 pick = std::size_t(it - candidates.begin());
             }
             const Placed& S = src[holders[pick].second];
-            Raw seg{S.rank, T.rank, box.lo, box.lo, box.ext};
+            Raw seg{S.rank, T.rank, box.lo, box.lo, box.ext, S.shard_shape, T.shard_shape};
             for (std::size_t d = 0; d < box.lo.size(); ++d) {  // the part's corner, moved into each shard
                 seg.sc[d] = S.shard_corner[d] + (box.lo[d] - S.logical.lo[d]);
                 seg.tc[d] = T.shard_corner[d] + (box.lo[d] - T.logical.lo[d]);
             }
-            raw.push_back(std::move(seg));
+            raw->push_back(std::move(seg));
         }
     }
-    coalesce(raw);
+    return std::nullopt;
+}
 
+}  // namespace
+
+Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, const ReplicaSelector& selector) {
+    // Budgets first: they bound the work everything below does.
+    for (const Map* m : {&source, &target}) {
+        const char* side = m == &source ? "source" : "target";
+        if (m->shape.size() > budgets.max_dims)
+            return refuse(Reason::DimsOverBudget, std::string(side) + " has " + std::to_string(m->shape.size()) +
+                                                      " dims, budget " + std::to_string(budgets.max_dims));
+        if (piece_count(*m) > budgets.max_pieces)
+            return refuse(Reason::PiecesOverBudget, std::string(side) + " has " + std::to_string(piece_count(*m)) +
+                                                        " pieces, budget " + std::to_string(budgets.max_pieces));
+    }
+    std::vector<Raw> raw;
+    if (auto r = parts_to_copy(source, target, selector, &raw)) return *r;
+    coalesce(raw);
+    if (raw.size() > budgets.max_segments)
+        return refuse(Reason::SegmentsOverBudget, "plan needs " + std::to_string(raw.size()) +
+                                                      " segments, budget " + std::to_string(budgets.max_segments));
+
+    // The segments' offsets, put in canonical order (tgt_rank, tgt_offset, src_rank, src_offset,
+    // extents) before the segments themselves, with their vectors, are made.
+    struct Placement {
+        int tgt_rank;
+        int64_t tgt_offset;
+        int src_rank;
+        int64_t src_offset;
+        const Raw* raw;
+    };
+    std::vector<Placement> order;
+    order.reserve(raw.size());
+    for (const Raw& r : raw)
+        order.push_back({r.tgt_rank, ravel(r.tc, *r.tgt_shape), r.src_rank, ravel(r.sc, *r.src_shape), &r});
+    std::sort(order.begin(), order.end(), [](const Placement& a, const Placement& b) {
+        return std::tie(a.tgt_rank, a.tgt_offset, a.src_rank, a.src_offset, a.raw->ext) <
+               std::tie(b.tgt_rank, b.tgt_offset, b.src_rank, b.src_offset, b.raw->ext);
+    });
     Plan p;
     p.shape = source.shape;
-    p.segments.reserve(raw.size());
-    for (const Raw& r : raw) {
-        const std::vector<int64_t> &ss = shard_shape_of(source, r.src_rank), &ts = shard_shape_of(target, r.tgt_rank);
-        p.segments.push_back(Segment{r.src_rank, ravel(r.sc, ss), row_major_strides(ss), r.tgt_rank, ravel(r.tc, ts),
-                                     row_major_strides(ts), r.ext});
-    }
-    std::sort(p.segments.begin(), p.segments.end(), [](const Segment& a, const Segment& b) {
-        return std::tie(a.tgt_rank, a.tgt_offset, a.src_rank, a.src_offset, a.extents) <
-               std::tie(b.tgt_rank, b.tgt_offset, b.src_rank, b.src_offset, b.extents);
-    });
-    if (p.segments.size() > budgets.max_segments)
-        return refuse(Reason::SegmentsOverBudget, "plan needs " + std::to_string(p.segments.size()) +
-                                                      " segments, budget " + std::to_string(budgets.max_segments));
+    p.segments.reserve(order.size());
+    for (const Placement& o : order)
+        p.segments.push_back(Segment{o.src_rank, o.src_offset, row_major_strides(*o.raw->src_shape), o.tgt_rank,
+                                     o.tgt_offset, row_major_strides(*o.raw->tgt_shape), o.raw->ext});
     p.digest = plan_digest(p.shape, p.segments);
     return p;
 }
