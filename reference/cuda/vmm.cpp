@@ -28,6 +28,7 @@
 //   (VMM-EVENT-WAIT). Word values only grow, so a stream still waiting on an
 //   old value of a reused word is never held by the new one.
 #include "cuda.hpp"
+#include "slot_book.hpp"
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -36,11 +37,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <new>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -49,47 +47,21 @@ namespace xmc::cuda {
 
 namespace {
 
+using be::CopyState;
+
 struct Request;
 
-enum class SlotState { Mapped, ReleasePending, Released, RemapPending };
-
-struct Slot {
+struct Slot : be::SlotBase<Request> {
     CUdeviceptr addr = 0;
-    size_t size = 0;
     int32_t device = 0;
     CUcontext ctx = nullptr;
     CUmemGenericAllocationHandle handle = 0;  // the allocation mapped now, or 0 while released
-    bool closed = false;
-    SlotState state = SlotState::Mapped;
-    Request *pending = nullptr;    // the release or remap of ReleasePending / RemapPending
-    Request *mapped_by = nullptr;  // the remap whose mapping it holds (nullptr: create's)
-    bool release_queued = false;   // a release not yet run by a worker: a remap waits for it
-    int jobs = 0;                  // requests naming it not yet run by a worker: close waits
-    int copies = 0;                // copies into it not yet finished: release and close wait
-    xmc_status release_status = XMC_OK;  // why its last release failed
-    int64_t release_native = 0;
 };
 
-enum class CopyState : uint8_t { None, Launched, Done };
-
-struct Request {
-    bool remap = false;
-    bool defer = false;
-    xmc_stream *stream = nullptr;
-    std::vector<std::shared_ptr<Slot>> slots;
-    std::vector<const void *> srcs;
-    std::vector<CopyState> copies;  // per slot
+struct Request : be::RequestBase<Slot> {
     std::vector<CUevent> events;    // per slot: recorded after its copy, until the copy is seen done
     std::vector<int> words;         // per slot: the word a consumer waits on for it (-1: none)
     std::vector<uint32_t> targets;  // per slot: the value that word gets once the copy is settled
-    bool fired = false;
-    bool done = false;
-    bool adopted = false;
-    xmc_status status = XMC_OK;
-    int64_t native = 0;
-    std::string what;
-    uint32_t copies_launched = 0;
-    uint32_t copies_done = 0;
 };
 
 struct Watched {  // an event the watcher polls: a request's stream point, or a copy's end
@@ -110,17 +82,11 @@ constexpr int kWords = static_cast<int>(kWordBytes / sizeof(uint32_t));
 
 } // namespace
 
-struct Vmm {
-    unsigned workers = 4;
-    std::mutex mu;
-    std::condition_variable cv;  // every change of a slot or request is announced here
-    std::map<xmc_slot *, std::shared_ptr<Slot>> slots;
-    std::map<xmc_request *, std::shared_ptr<Request>> requests;
-    std::deque<std::shared_ptr<Request>> jobs;  // fired, not yet run
+// Slots, requests and threads: the shared book (slot_book.hpp), the
+// watcher's events and the wait words.
+struct Vmm : be::SlotBook<Slot, Request> {
     std::vector<Watched> watched;
     bool watch_fresh = false;  // something was added to `watched`: poll it now
-    std::vector<std::thread> threads;
-    bool stop = false;
     // Wait words (VMM-EVENT-WAIT): host memory registered with the driver,
     // made on first need and unregistered at close.
     uint32_t *words = nullptr;
@@ -133,25 +99,12 @@ struct Vmm {
 std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
 
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st) {
-    if (key != "vmm_workers") return false;
-    char *end = nullptr;
-    const unsigned long v = std::strtoul(value.c_str(), &end, 10);
-    const bool ok = !value.empty() && value[0] >= '0' && value[0] <= '9' && *end == 0 && v >= 1 && v <= 64;
-    *st = ok ? XMC_OK : XMC_ERR_INVALID_ARGUMENT;
-    if (ok) in->vmm->workers = static_cast<unsigned>(v);
-    return true;
+    return be::workers_option(key, value, &in->vmm->workers, st);
 }
 
 namespace {
 
 Vmm &vmm_of(xmc_instance *inst) { return *static_cast<Instance *>(inst)->vmm; }
-
-// Slot and request handles: from one process-wide counter, never reused, so
-// a stale handle, or one of another instance, is refused.
-uintptr_t new_handle() {
-    static std::atomic<uintptr_t> next{1};
-    return next.fetch_add(1);
-}
 
 CUmemAllocationProp device_prop(int32_t device) {
     CUmemAllocationProp p;
@@ -202,19 +155,11 @@ CUresult unmap_backing(Slot &s) {
 
 void record(Request &r, CUresult res, const std::string &what) {
     if (r.status != XMC_OK) return;  // the first failure is the request's
-    r.status = status_of(res) == XMC_OK ? XMC_ERR_DRIVER : status_of(res);
-    r.native = res;
-    r.what = what + " failed with " + Driver::get().result_name(res);
+    r.record(status_of(res) == XMC_OK ? XMC_ERR_DRIVER : status_of(res), res,
+             what + " failed with " + Driver::get().result_name(res));
 }
 
 // ---- workers ------------------------------------------------------------------
-
-// A remap waits for its slots' releases; a release for the copies into them.
-bool ready(const Request &r) {
-    for (const auto &s : r.slots)
-        if (r.remap ? s->release_queued : s->copies > 0) return false;
-    return true;
-}
 
 xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
                       const char *call);
@@ -226,12 +171,7 @@ void run_release(Request &r) {
             s->release_status = r.status;
             s->release_native = res;
         }
-        s->release_queued = false;
-        --s->jobs;
-        if (s->state == SlotState::ReleasePending && s->pending == &r) {
-            s->state = s->handle ? SlotState::Mapped : SlotState::Released;
-            s->pending = nullptr;
-        }
+        be::release_ran(*s, r, s->handle != 0);
     }
 }
 
@@ -239,11 +179,8 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     size_t mapped = 0;
     for (const auto &s : r->slots) {
         if (s->handle) {  // its release failed: the slot was never unmapped
-            if (r->status == XMC_OK) {
-                r->status = s->release_status;
-                r->native = s->release_native;
-                r->what = "the release this remap waited for failed; the slot still holds its old mapping";
-            }
+            r->record(s->release_status, s->release_native,
+                      "the release this remap waited for failed; the slot still holds its old mapping");
             break;
         }
         if (CUresult res = map_backing(*s); res != CUDA_SUCCESS) {
@@ -255,12 +192,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     if (r->status != XMC_OK) {
         // Roll back every mapping this request made: none was adopted.
         for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
-        for (const auto &s : r->slots)
-            if (s->state == SlotState::RemapPending && s->pending == r.get()) {
-                s->state = s->handle ? SlotState::Mapped : SlotState::Released;
-                s->pending = nullptr;
-                s->mapped_by = nullptr;
-            }
+        be::remap_failed(*r, [](const Slot &s) { return s.handle != 0; });
     } else if (!r->defer) {
         for (size_t i = 0; i < r->slots.size(); ++i) start_copy(inst, v, r, i, r->stream, "slot_remap");
     }
@@ -289,27 +221,14 @@ void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
 }
 
 void worker_loop(xmc_instance *inst, Vmm *v) {
-    std::unique_lock<std::mutex> lock(v->mu);
-    for (;;) {
-        auto it = std::find_if(v->jobs.begin(), v->jobs.end(), [](const auto &j) { return ready(*j); });
-        if (it == v->jobs.end()) {
-            if (v->stop && v->jobs.empty()) return;
-            v->cv.wait(lock);
-            continue;
-        }
-        std::shared_ptr<Request> r = *it;
-        v->jobs.erase(it);
-        run(inst, *v, r);
-    }
+    be::work(*v, [&](const std::shared_ptr<Request> &r) { run(inst, *v, r); });
 }
 
 void finish_copy(Vmm &v, const Watched &w, CUresult res) {
     Request &r = *w.r;
     if (res != CUDA_SUCCESS) record(r, res, "the reload copy of a slot");
     r.events[w.index] = nullptr;
-    r.copies[w.index] = CopyState::Done;
-    ++r.copies_done;
-    --r.slots[w.index]->copies;
+    r.copy_finished(w.index);
     settle_words(v, r);
     v.cv.notify_all();
 }
@@ -402,9 +321,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
         return driver_fail(inst, res, call, "cuMemcpyHtoDAsync/cuEventRecord");
     }
     r->events[i] = ev;
-    r->copies[i] = CopyState::Launched;
-    ++r->copies_launched;
-    ++s.copies;
+    r->copy_launched(i);
     v.watched.push_back({ev, s.ctx, r, false, i});
     v.watch_fresh = true;
     v.cv.notify_all();
@@ -413,84 +330,23 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
 
 // ---- requests -------------------------------------------------------------------
 
-std::shared_ptr<Slot> find_slot(Vmm &v, xmc_slot *h) {
-    auto it = v.slots.find(h);
-    return it == v.slots.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<Request> find_request(Vmm &v, xmc_request *h) {
-    auto it = v.requests.find(h);
-    return it == v.requests.end() ? nullptr : it->second;
-}
-
-xmc_status bad_request(xmc_instance *inst, const char *call, xmc_request *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live request of this instance", call,
-                    static_cast<void *>(h));
-}
-
-xmc_status check_source(xmc_instance *inst, const char *call, size_t i, const void *src, size_t bytes,
-                        const Slot &s) {
-    if (!src) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: source %zu is NULL", call, i);
-    if (bytes < s.size)
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
-                        "%s: source %zu has %zu bytes, fewer than the slot's %zu", call, i, bytes, s.size);
-    xmc_pin_info q{};
-    be::PinRegistry::process().query(inst, src, bytes, &q);
-    if (!q.pinned || q.base != src)
-        return be::fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, call,
-                        "%s: source %zu (%p, %zu bytes) is not the base of a pinned block holding it", call, i, src,
-                        bytes);
-    return XMC_OK;
-}
-
 // Every refusal before any change, in the model's order (arguments, handles,
 // duplicates, sources, states), then the stream point.
 xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *handles, size_t n,
                   xmc_stream *stream, const void *const *srcs, const size_t *src_bytes, uint32_t flags,
                   xmc_request **out) {
     if (xmc_status st = require(inst, call, Driver::get().missing_vmm); st != XMC_OK) return st;
-    if (!out || !handles || n == 0 || (remap && (!srcs || !src_bytes)))
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: NULL argument or empty batch", call);
-    if (flags & ~XMC_REMAP_DEFER_COPY)
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: unknown flags %#x", call, flags);
+    const be::Batch b{call, remap, handles, n, stream, srcs, src_bytes, flags, out};
+    if (xmc_status st = be::check_batch(inst, b); st != XMC_OK) return st;
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
-    auto r = std::make_shared<Request>();
-    r->remap = remap;
-    r->defer = flags & XMC_REMAP_DEFER_COPY;
-    r->stream = stream;
-    for (size_t i = 0; i < n; ++i) {
-        std::shared_ptr<Slot> s = find_slot(v, handles[i]);
-        if (!s)
-            return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: slot %zu (%p) is not a live slot", call, i,
-                            static_cast<void *>(handles[i]));
-        r->slots.push_back(s);
-    }
-    std::set<Slot *> seen;
-    for (size_t i = 0; i < n; ++i)
-        if (!seen.insert(r->slots[i].get()).second)
-            return be::fail(inst, XMC_ERR_DUPLICATE_IN_BATCH, 0, call, "%s: slot %p is named twice", call,
-                            static_cast<void *>(handles[i]));
-    if (remap)
-        for (size_t i = 0; i < n; ++i)
-            if (xmc_status st = check_source(inst, call, i, srcs[i], src_bytes[i], *r->slots[i]); st != XMC_OK)
-                return st;
-    for (size_t i = 0; i < n; ++i) {
-        const SlotState st = r->slots[i]->state;
-        if (!remap && st != SlotState::Mapped)
-            return be::fail(inst, XMC_ERR_BUSY, 0, call,
-                            "%s: slot %zu is not mapped, or has a release or remap pending", call, i);
-        if (remap && st != SlotState::ReleasePending && st != SlotState::Released)
-            return be::fail(inst, XMC_ERR_BUSY, 0, call,
-                            "%s: slot %zu is neither released nor releasing (mapped, or a remap is pending)", call, i);
-    }
+    std::shared_ptr<Request> r;
+    if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
     Stream st;
     if (!find_stream(inst, stream, &st))
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
                         static_cast<void *>(stream));
     if (remap) {
-        r->srcs.assign(srcs, srcs + n);
-        r->copies.assign(n, CopyState::None);
         r->events.assign(n, nullptr);
         r->words.assign(n, -1);
         r->targets.assign(n, 0);
@@ -522,20 +378,11 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         v.watch_fresh = true;
     }
     v.cv.notify_all();
-    for (const auto &s : r->slots) {
-        s->state = remap ? SlotState::RemapPending : SlotState::ReleasePending;
-        s->pending = r.get();
-        s->mapped_by = remap ? r.get() : nullptr;
-        if (!remap) s->release_queued = true;
-        ++s->jobs;
-    }
-    auto *h = reinterpret_cast<xmc_request *>(new_handle());
-    v.requests[h] = r;
-    *out = h;
+    be::commit(v, r, out);
     // Past its stream point and ready: with workers to spare, run it here
     // rather than wake one (this is the caller's thread, never a callback;
     // VMM-SPEED). Serial mode keeps every driver call on its one worker.
-    if (idle && v.workers > 1 && ready(*r)) {
+    if (idle && v.workers > 1 && be::ready(*r)) {
         v.jobs.pop_back();
         run(inst, v, r);
     }
@@ -634,9 +481,7 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
     start_threads(inst, v);
-    auto *h = reinterpret_cast<xmc_slot *>(new_handle());
-    v.slots[h] = s;
-    *out = h;
+    *out = be::add_slot(v, s);
     *info = xmc_slot_info{reinterpret_cast<void *>(s->addr), s->size, device};
     return XMC_OK;
 }
@@ -665,32 +510,15 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     const char *call = "request_launch_copy";
     Vmm &v = vmm_of(inst);
     std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, call, h);
-    if (!r->remap || !r->defer || index >= r->slots.size())
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
-                        "%s: needs a deferred-copy remap request and a slot index below %zu (got %u)", call,
-                        r->slots.size(), index);
-    // Once per slot (VMM-DEFERRED); claimed before waiting, so a concurrent
-    // second launch is refused too.
-    if (r->copies[index] != CopyState::None)
-        return be::fail(inst, XMC_ERR_BUSY, 0, call, "%s: the copy of slot %u was already launched", call, index);
-    r->copies[index] = CopyState::Launched;
-    v.cv.wait(lock, [&] { return r->done; });  // a launch waits for the remap itself
-    r->copies[index] = CopyState::None;
-    const Slot &sl = *r->slots[index];
-    if (r->status != XMC_OK) {
-        settle_words(v, *r);
-        return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to copy into", call,
-                        r->what.c_str());
-    }
-    const bool holds =
-        !sl.closed && sl.mapped_by == r.get() &&
-        (sl.state == SlotState::Mapped || (sl.state == SlotState::RemapPending && sl.pending == r.get()));
-    if (!holds) {
+    std::shared_ptr<Request> r = be::find_request(v, h);
+    if (!r) return be::bad_request(inst, call, h);
+    if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
+    // A claim shows as launched: a stream told to wait meanwhile gets a wait
+    // word for it (request_stream_wait).
+    if (xmc_status st = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Launched); st != XMC_OK) return st;
+    if (xmc_status st = be::check_target(inst, call, *r, index); st != XMC_OK) {
         settle_words(v, *r);  // this copy will not run: release consumers waiting for it
-        return be::fail(inst, XMC_ERR_BUSY, 0, call,
-                        "%s: slot %u no longer holds this request's mapping (closed, or released since)", call, index);
+        return st;
     }
     const xmc_status st = start_copy(inst, v, r, index, s, call);
     if (st != XMC_OK) settle_words(v, *r);
@@ -698,63 +526,21 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
 }
 
 xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, "request_wait", h);
-    if (!v.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                       [&] { return r->done && r->copies_done == r->copies_launched; }))
-        return be::fail(inst, XMC_ERR_TIMEOUT, 0, "request_wait", "request_wait: not finished after %u ms (%s)",
-                        timeout_ms, r->fired ? "a worker has it" : "its stream has not reached it");
-    if (r->status != XMC_OK)
-        return be::fail(inst, r->status, r->native, "request_wait", "request_wait: %s", r->what.c_str());
-    return XMC_OK;
+    return be::wait_request(inst, vmm_of(inst), h, timeout_ms);
 }
 
-xmc_status request_adopt(xmc_instance *inst, xmc_request *h) {
-    const char *call = "request_adopt";
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, call, h);
-    if (!r->remap) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a release request maps nothing", call);
-    v.cv.wait(lock, [&] { return r->done; });
-    if (r->adopted) return be::fail(inst, XMC_ERR_BUSY, 0, call, "%s: already adopted", call);
-    if (r->status != XMC_OK)
-        return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to adopt", call,
-                        r->what.c_str());
-    for (const auto &s : r->slots)
-        if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
-            s->state = SlotState::Mapped;  // the slot's own now (VMM-ADOPT)
-            s->pending = nullptr;
-        }
-    r->adopted = true;
-    return XMC_OK;
-}
+xmc_status request_adopt(xmc_instance *inst, xmc_request *h) { return be::adopt_request(inst, vmm_of(inst), h); }
 
 xmc_status request_query(xmc_instance *inst, xmc_request *h, xmc_request_info *out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "request_query", "request_query: NULL result");
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, "request_query", h);
-    *out = xmc_request_info{};
-    out->callback_fired = r->fired;
-    out->done = r->done;
-    out->status = r->status;
-    out->native_code = r->native;
-    out->slots = static_cast<uint32_t>(r->slots.size());
-    out->copies_launched = r->copies_launched;
-    out->adopted = r->adopted;
-    return XMC_OK;
+    return be::query_request(inst, vmm_of(inst), h, out);
 }
 
 xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *sh) {
     const char *call = "request_stream_wait";
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, call, h);
+    std::shared_ptr<Request> r = be::find_request(v, h);
+    if (!r) return be::bad_request(inst, call, h);
     if (!r->remap)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a release request has no copies", call);
     Stream s;
@@ -817,19 +603,12 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
 xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     Vmm &v = vmm_of(inst);
     std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, "request_destroy", h);
-    v.requests.erase(h);
-    v.cv.wait(lock, [&] { return r->done && r->copies_done == r->copies_launched; });
+    std::shared_ptr<Request> r = be::find_request(v, h);
+    if (!r) return be::bad_request(inst, "request_destroy", h);
+    be::forget_request(v, lock, h, *r);
     settle_words(v, *r);
-    if (r->remap && !r->adopted && r->status == XMC_OK)
-        for (const auto &s : r->slots)
-            if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
-                // Never adopted: the request's mapping goes with it.
-                s->state = unmap_backing(*s) == CUDA_SUCCESS ? SlotState::Released : SlotState::Mapped;
-                s->pending = nullptr;
-                s->mapped_by = nullptr;
-            }
+    // Never adopted: the request's mapping goes with it.
+    be::drop_unadopted(*r, [](Slot &s) { return unmap_backing(s) == CUDA_SUCCESS; });
     v.cv.notify_all();
     return XMC_OK;
 }
@@ -848,11 +627,8 @@ static void close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s) {
 xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
     Vmm &v = vmm_of(inst);
     std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Slot> s = find_slot(v, h);
-    if (!s)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "slot_close", "slot_close: %p is not a live slot",
-                        static_cast<void *>(h));
-    v.slots.erase(h);
+    std::shared_ptr<Slot> s;
+    if (xmc_status st = be::take_slot(inst, v, h, &s); st != XMC_OK) return st;
     close_slot(v, lock, *s);
     return XMC_OK;
 }
@@ -885,10 +661,7 @@ void vmm_close(Instance *in) {
         v.slots.erase(v.slots.begin());
         close_slot(v, lock, *s);
     }
-    v.stop = true;
-    v.cv.notify_all();
-    lock.unlock();
-    for (auto &t : v.threads) t.join();
+    be::stop_threads(v, lock);
     // Every request is done now, so every wait word is stored; once each
     // stream has passed its waits, the words' memory can go.
     Driver &d = Driver::get();

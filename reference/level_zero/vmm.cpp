@@ -24,17 +24,13 @@
 // with zeEventQueryStatus. A destroyed request's events stay until every
 // consumer list has passed its wait (a signal appended after the wait says
 // so), at the latest until close, once the streams are gone.
+#include "slot_book.hpp"
 #include "ze.hpp"
 
-#include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdlib>
 #include <cstring>
-#include <deque>
 #include <new>
-#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -43,57 +39,30 @@ namespace xmc::ze {
 
 namespace {
 
+using be::CopyState;
+
 struct Request;
 
-enum class SlotState { Mapped, ReleasePending, Released, RemapPending };
-
-struct Slot {
+struct Slot : be::SlotBase<Request> {
     uintptr_t addr = 0;
-    size_t size = 0;
     int32_t device = 0;
     ze_context_handle_t ctx = nullptr;
     ze_device_handle_t dev = nullptr;
     ze_physical_mem_handle_t phys = nullptr;  // the memory mapped now, or null while released
     std::vector<ze_physical_mem_handle_t> stray;  // unmapped, but the driver kept it: destroyed at close
-    bool closed = false;
-    SlotState state = SlotState::Mapped;
-    Request *pending = nullptr;    // the release or remap of ReleasePending / RemapPending
-    Request *mapped_by = nullptr;  // the remap whose mapping it holds (nullptr: create's)
-    bool release_queued = false;   // a release not yet run by a worker: a remap waits for it
-    int jobs = 0;                  // requests naming it not yet run by a worker: close waits
-    int copies = 0;                // copies into it not yet finished: release and close wait
-    xmc_status release_status = XMC_OK;  // why its last release failed
-    int64_t release_native = 0;
 };
-
-// Claimed: a deferred launch waiting for its remap; not launched yet.
-enum class CopyState : uint8_t { None, Claimed, Launched, Done };
 
 struct Consumer {  // a stream told to wait for a request's copies
     ze_event_pool_handle_t pool = nullptr;
     ze_event_handle_t passed = nullptr;  // signalled by that stream once past its wait
 };
 
-struct Request {
-    bool remap = false;
-    bool defer = false;
-    xmc_stream *stream = nullptr;
+struct Request : be::RequestBase<Slot> {
     int32_t device = 0;  // the stream's device, and (remap) every slot's
-    std::vector<std::shared_ptr<Slot>> slots;
-    std::vector<const void *> srcs;
-    std::vector<CopyState> copies;          // per slot
     ze_event_pool_handle_t pool = nullptr;  // remap: the copies' events, in the device's context
     std::vector<ze_event_handle_t> events;  // per slot: its copy finished, or will never run
     std::vector<Consumer> consumers;
     bool consumer_unknown = false;  // a wait whose `passed` could not be appended: events kept until close
-    bool fired = false;
-    bool done = false;
-    bool adopted = false;
-    xmc_status status = XMC_OK;
-    int64_t native = 0;
-    std::string what;
-    uint32_t copies_launched = 0;
-    uint32_t copies_done = 0;
 };
 
 struct InFlight {  // a copy the completion thread watches
@@ -103,33 +72,17 @@ struct InFlight {  // a copy the completion thread watches
 
 } // namespace
 
-struct Vmm {
-    unsigned workers = 4;
-    std::mutex mu;
-    std::condition_variable cv;  // every change of a slot or request is announced here
-    std::map<xmc_slot *, std::shared_ptr<Slot>> slots;
-    std::map<xmc_request *, std::shared_ptr<Request>> requests;
-    std::deque<std::shared_ptr<Request>> jobs;  // fired, not yet run
+// Slots, requests and threads: the shared book (slot_book.hpp), the copies
+// in flight and the events of destroyed requests.
+struct Vmm : be::SlotBook<Slot, Request> {
     std::vector<InFlight> in_flight;
     std::vector<std::shared_ptr<Request>> retired;  // destroyed; their events not yet
-    std::vector<std::thread> threads;
-    bool stop = false;
 };
 
 std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
 
-// Slot and request handles: numbers from one process-wide counter, never
-// reused, so a stale handle or another instance's is refused.
-static std::atomic<uint64_t> g_next_handle{1};
-
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st) {
-    if (key != "vmm_workers") return false;
-    char *end = nullptr;
-    const unsigned long v = std::strtoul(value.c_str(), &end, 10);
-    const bool ok = !value.empty() && value[0] >= '0' && value[0] <= '9' && *end == 0 && v >= 1 && v <= 64;
-    *st = ok ? XMC_OK : XMC_ERR_INVALID_ARGUMENT;
-    if (ok) in->vmm->workers = static_cast<unsigned>(v);
-    return true;
+    return be::workers_option(key, value, &in->vmm->workers, st);
 }
 
 namespace {
@@ -172,26 +125,11 @@ ze_result_t unmap_backing(Slot &s) {
     return r;
 }
 
-void record(Request &r, xmc_status st, int64_t native, const std::string &what) {
-    if (r.status != XMC_OK) return;  // the first failure is the request's
-    r.status = st;
-    r.native = native;
-    r.what = what;
-}
-
 void record(Request &r, ze_result_t res, const std::string &what) {
-    record(r, status_of(res) == XMC_OK ? XMC_ERR_DRIVER : status_of(res), res,
-           what + " failed with " + result_name(res));
+    r.record(status_of(res) == XMC_OK ? XMC_ERR_DRIVER : status_of(res), res, what + " failed with " + result_name(res));
 }
 
 // ---- workers ------------------------------------------------------------------
-
-// A remap waits for its slots' releases; a release for the copies into them.
-bool ready(const Request &r) {
-    for (const auto &s : r.slots)
-        if (r.remap ? s->release_queued : s->copies > 0) return false;
-    return true;
-}
 
 // Appends the reload copy of slot i of r to `st`, signalling its event.
 // Caller holds v.mu and is no callback thread.
@@ -209,9 +147,7 @@ ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stre
         record(*r, res, "zeCommandListAppendMemoryCopy of a slot's reload copy");
         return res;
     }
-    r->copies[i] = CopyState::Launched;
-    ++r->copies_launched;
-    ++s.copies;
+    r->copy_launched(i);
     v.in_flight.push_back({r, i});
     v.cv.notify_all();
     return ZE_RESULT_SUCCESS;
@@ -224,12 +160,7 @@ void run_release(Request &r) {
             s->release_status = r.status;
             s->release_native = res;
         }
-        s->release_queued = false;
-        --s->jobs;
-        if (s->state == SlotState::ReleasePending && s->pending == &r) {
-            s->state = s->phys ? SlotState::Mapped : SlotState::Released;
-            s->pending = nullptr;
-        }
+        be::release_ran(*s, r, s->phys != nullptr);
     }
 }
 
@@ -238,8 +169,8 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     size_t mapped = 0;
     for (const auto &s : r->slots) {
         if (s->phys) {  // its release failed: the slot was never unmapped
-            record(*r, s->release_status, s->release_native,
-                   "the release this remap waited for failed; the slot still holds its old mapping");
+            r->record(s->release_status, s->release_native,
+                      "the release this remap waited for failed; the slot still holds its old mapping");
             break;
         }
         if (ze_result_t res = map_backing(*s); res != ZE_RESULT_SUCCESS) {
@@ -251,12 +182,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     if (r->status != XMC_OK) {
         // Roll back every mapping this request made: none was adopted.
         for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
-        for (const auto &s : r->slots)
-            if (s->state == SlotState::RemapPending && s->pending == r.get()) {
-                s->state = s->phys ? SlotState::Mapped : SlotState::Released;
-                s->pending = nullptr;
-                s->mapped_by = nullptr;
-            }
+        be::remap_failed(*r, [](const Slot &s) { return s.phys != nullptr; });
         for (ze_event_handle_t ev : r->events) d.zeEventHostSignal(ev);  // no copy will: consumers go on
     } else if (!r->defer) {
         std::shared_ptr<Stream> st = find_stream(inst, r->stream);
@@ -266,7 +192,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
                 continue;
             }
             d.zeEventHostSignal(r->events[i]);
-            record(*r, XMC_ERR_INVALID_HANDLE, 0, "the request's stream was destroyed before its copies were issued");
+            r->record(XMC_ERR_INVALID_HANDLE, 0, "the request's stream was destroyed before its copies were issued");
         }
     }
     for (const auto &s : r->slots) --s->jobs;
@@ -280,26 +206,13 @@ void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
 }
 
 void worker_loop(xmc_instance *inst, Vmm *v) {
-    std::unique_lock<std::mutex> lock(v->mu);
-    for (;;) {
-        auto it = std::find_if(v->jobs.begin(), v->jobs.end(), [](const auto &j) { return ready(*j); });
-        if (it == v->jobs.end()) {
-            if (v->stop && v->jobs.empty()) return;
-            v->cv.wait(lock);
-            continue;
-        }
-        std::shared_ptr<Request> r = *it;
-        v->jobs.erase(it);
-        run(inst, *v, r);
-    }
+    be::work(*v, [&](const std::shared_ptr<Request> &r) { run(inst, *v, r); });
 }
 
 void finish_copy(Vmm &v, InFlight &f, ze_result_t res) {
     Request &r = *f.r;
     if (res != ZE_RESULT_SUCCESS) record(r, res, "the reload copy of a slot");
-    r.copies[f.index] = CopyState::Done;
-    ++r.copies_done;
-    --r.slots[f.index]->copies;
+    r.copy_finished(f.index);
     v.cv.notify_all();
 }
 
@@ -390,39 +303,9 @@ ze_result_t reap(Vmm &v, bool all) {
 
 // ---- requests -------------------------------------------------------------------
 
-std::shared_ptr<Slot> find_slot(Vmm &v, xmc_slot *h) {
-    auto it = v.slots.find(h);
-    return it == v.slots.end() ? nullptr : it->second;
-}
-
-std::shared_ptr<Request> find_request(Vmm &v, xmc_request *h) {
-    auto it = v.requests.find(h);
-    return it == v.requests.end() ? nullptr : it->second;
-}
-
-xmc_status bad_request(xmc_instance *inst, const char *call, xmc_request *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live request of this instance", call,
-                    static_cast<void *>(h));
-}
-
 xmc_status bad_stream(xmc_instance *inst, const char *call, xmc_stream *h) {
     return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
                     static_cast<void *>(h));
-}
-
-xmc_status check_source(xmc_instance *inst, const char *call, size_t i, const void *src, size_t bytes,
-                        const Slot &s) {
-    if (!src) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: source %zu is NULL", call, i);
-    if (bytes < s.size)
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
-                        "%s: source %zu has %zu bytes, fewer than the slot's %zu", call, i, bytes, s.size);
-    xmc_pin_info q{};
-    be::PinRegistry::process().query(inst, src, bytes, &q);
-    if (!q.pinned || q.base != src)
-        return be::fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, call,
-                        "%s: source %zu (%p, %zu bytes) is not the base of a pinned block holding it", call, i, src,
-                        bytes);
-    return XMC_OK;
 }
 
 // Every refusal before any change, in the model's order (arguments, handles,
@@ -432,41 +315,12 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
                   xmc_stream *stream, const void *const *srcs, const size_t *src_bytes, uint32_t flags,
                   xmc_request **out) {
     if (xmc_status st = require(inst, call, Driver::get().missing_vmm); st != XMC_OK) return st;
-    if (!out || !handles || n == 0 || (remap && (!srcs || !src_bytes)))
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: NULL argument or empty batch", call);
-    if (flags & ~XMC_REMAP_DEFER_COPY)
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: unknown flags %#x", call, flags);
+    const be::Batch b{call, remap, handles, n, stream, srcs, src_bytes, flags, out};
+    if (xmc_status st = be::check_batch(inst, b); st != XMC_OK) return st;
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
-    auto r = std::make_shared<Request>();
-    r->remap = remap;
-    r->defer = flags & XMC_REMAP_DEFER_COPY;
-    r->stream = stream;
-    for (size_t i = 0; i < n; ++i) {
-        std::shared_ptr<Slot> s = find_slot(v, handles[i]);
-        if (!s)
-            return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: slot %zu (%p) is not a live slot", call, i,
-                            static_cast<void *>(handles[i]));
-        r->slots.push_back(s);
-    }
-    std::set<Slot *> seen;
-    for (size_t i = 0; i < n; ++i)
-        if (!seen.insert(r->slots[i].get()).second)
-            return be::fail(inst, XMC_ERR_DUPLICATE_IN_BATCH, 0, call, "%s: slot %p is named twice", call,
-                            static_cast<void *>(handles[i]));
-    if (remap)
-        for (size_t i = 0; i < n; ++i)
-            if (xmc_status st = check_source(inst, call, i, srcs[i], src_bytes[i], *r->slots[i]); st != XMC_OK)
-                return st;
-    for (size_t i = 0; i < n; ++i) {
-        const SlotState st = r->slots[i]->state;
-        if (!remap && st != SlotState::Mapped)
-            return be::fail(inst, XMC_ERR_BUSY, 0, call,
-                            "%s: slot %zu is not mapped, or has a release or remap pending", call, i);
-        if (remap && st != SlotState::ReleasePending && st != SlotState::Released)
-            return be::fail(inst, XMC_ERR_BUSY, 0, call,
-                            "%s: slot %zu is neither released nor releasing (mapped, or a remap is pending)", call, i);
-    }
+    std::shared_ptr<Request> r;
+    if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
     std::shared_ptr<Stream> st = find_stream(inst, stream);
     if (!st) return bad_stream(inst, call, stream);
     r->device = st->device;
@@ -478,8 +332,6 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
                 return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
                                 "%s: slot %zu is of device %d, the stream of device %d", call, i,
                                 r->slots[i]->device, st->device);
-        r->srcs.assign(srcs, srcs + n);
-        r->copies.assign(n, CopyState::None);
         r->events.assign(n, nullptr);
         if (ze_result_t res = make_events(st->ctx, static_cast<uint32_t>(n), &r->pool, r->events.data());
             res != ZE_RESULT_SUCCESS)
@@ -493,16 +345,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         destroy_events(&r->pool, r->events.data(), static_cast<uint32_t>(r->events.size()));
         return enq;
     }
-    for (const auto &s : r->slots) {
-        s->state = remap ? SlotState::RemapPending : SlotState::ReleasePending;
-        s->pending = r.get();
-        s->mapped_by = remap ? r.get() : nullptr;
-        if (!remap) s->release_queued = true;
-        ++s->jobs;
-    }
-    auto *h = reinterpret_cast<xmc_request *>(g_next_handle++);
-    v.requests[h] = r;
-    *out = h;
+    be::commit(v, r, out);
     return XMC_OK;
 }
 
@@ -570,9 +413,7 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
     start_threads(inst, v);
-    auto *h = reinterpret_cast<xmc_slot *>(g_next_handle++);
-    v.slots[h] = s;
-    *out = h;
+    *out = be::add_slot(v, s);
     *info = xmc_slot_info{p, s->size, device};
     return XMC_OK;
 }
@@ -601,97 +442,39 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     const char *call = "request_launch_copy";
     Vmm &v = vmm_of(inst);
     std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, call, h);
-    if (!r->remap || !r->defer || index >= r->slots.size())
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
-                        "%s: needs a deferred-copy remap request and a slot index below %zu (got %u)", call,
-                        r->slots.size(), index);
+    std::shared_ptr<Request> r = be::find_request(v, h);
+    if (!r) return be::bad_request(inst, call, h);
+    if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
     std::shared_ptr<Stream> st = find_stream(inst, sh);
     if (!st) return bad_stream(inst, call, sh);
     if (st->device != r->device)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a stream of device %d for a slot of device %d",
                         call, st->device, r->device);
-    // Once per slot (VMM-DEFERRED); claimed before waiting, so a concurrent
-    // second launch is refused too.
-    if (r->copies[index] != CopyState::None)
-        return be::fail(inst, XMC_ERR_BUSY, 0, call, "%s: the copy of slot %u was already launched", call, index);
-    r->copies[index] = CopyState::Claimed;
-    v.cv.wait(lock, [&] { return r->done; });  // a launch waits for the remap itself
-    r->copies[index] = CopyState::None;
-    const Slot &sl = *r->slots[index];
-    if (r->status != XMC_OK)
-        return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to copy into", call,
-                        r->what.c_str());
-    const bool holds =
-        !sl.closed && sl.mapped_by == r.get() &&
-        (sl.state == SlotState::Mapped || (sl.state == SlotState::RemapPending && sl.pending == r.get()));
-    if (!holds)
-        return be::fail(inst, XMC_ERR_BUSY, 0, call,
-                        "%s: slot %u no longer holds this request's mapping (closed, or released since)", call, index);
+    // A claim is not a launch here: a stream told to wait meanwhile must not
+    // wait on this copy's event, which nothing signals if the launch is refused.
+    if (xmc_status res = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Claimed); res != XMC_OK) return res;
+    if (xmc_status res = be::check_target(inst, call, *r, index); res != XMC_OK) return res;
     if (ze_result_t res = issue_copy(v, r, index, *st); res != ZE_RESULT_SUCCESS)
         return driver_fail(inst, res, call, "zeCommandListAppendMemoryCopy");
     return XMC_OK;
 }
 
 xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, "request_wait", h);
-    if (!v.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
-                       [&] { return r->done && r->copies_done == r->copies_launched; }))
-        return be::fail(inst, XMC_ERR_TIMEOUT, 0, "request_wait", "request_wait: not finished after %u ms (%s)",
-                        timeout_ms, r->fired ? "a worker has it" : "its stream has not reached it");
-    if (r->status != XMC_OK)
-        return be::fail(inst, r->status, r->native, "request_wait", "request_wait: %s", r->what.c_str());
-    return XMC_OK;
+    return be::wait_request(inst, vmm_of(inst), h, timeout_ms);
 }
 
-xmc_status request_adopt(xmc_instance *inst, xmc_request *h) {
-    const char *call = "request_adopt";
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, call, h);
-    if (!r->remap) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a release request maps nothing", call);
-    v.cv.wait(lock, [&] { return r->done; });
-    if (r->adopted) return be::fail(inst, XMC_ERR_BUSY, 0, call, "%s: already adopted", call);
-    if (r->status != XMC_OK)
-        return be::fail(inst, XMC_ERR_BUSY, r->native, call, "%s: the remap failed (%s): nothing to adopt", call,
-                        r->what.c_str());
-    for (const auto &s : r->slots)
-        if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
-            s->state = SlotState::Mapped;  // the slot's own now (VMM-ADOPT)
-            s->pending = nullptr;
-        }
-    r->adopted = true;
-    return XMC_OK;
-}
+xmc_status request_adopt(xmc_instance *inst, xmc_request *h) { return be::adopt_request(inst, vmm_of(inst), h); }
 
 xmc_status request_query(xmc_instance *inst, xmc_request *h, xmc_request_info *out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "request_query", "request_query: NULL result");
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, "request_query", h);
-    *out = xmc_request_info{};
-    out->callback_fired = r->fired;
-    out->done = r->done;
-    out->status = r->status;
-    out->native_code = r->native;
-    out->slots = static_cast<uint32_t>(r->slots.size());
-    out->copies_launched = r->copies_launched;
-    out->adopted = r->adopted;
-    return XMC_OK;
+    return be::query_request(inst, vmm_of(inst), h, out);
 }
 
 xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *sh) {
     const char *call = "request_stream_wait";
     Vmm &v = vmm_of(inst);
     std::lock_guard<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, call, h);
+    std::shared_ptr<Request> r = be::find_request(v, h);
+    if (!r) return be::bad_request(inst, call, h);
     if (!r->remap)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a release request has no copies", call);
     std::shared_ptr<Stream> st = find_stream(inst, sh);
@@ -731,19 +514,15 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
 xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     Vmm &v = vmm_of(inst);
     std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = find_request(v, h);
-    if (!r) return bad_request(inst, "request_destroy", h);
-    v.requests.erase(h);
-    v.cv.wait(lock, [&] { return r->done && r->copies_done == r->copies_launched; });
-    if (r->remap && !r->adopted && r->status == XMC_OK)
-        for (const auto &s : r->slots)
-            if (!s->closed && s->state == SlotState::RemapPending && s->pending == r.get()) {
-                // Never adopted: the request's mapping goes with it.
-                unmap_backing(*s);
-                s->state = s->phys ? SlotState::Mapped : SlotState::Released;
-                s->pending = nullptr;
-                s->mapped_by = nullptr;
-            }
+    std::shared_ptr<Request> r = be::find_request(v, h);
+    if (!r) return be::bad_request(inst, "request_destroy", h);
+    be::forget_request(v, lock, h, *r);
+    // Never adopted: the request's mapping goes with it (kept, as the slot's
+    // own, if it is still mapped after a failed unmap).
+    be::drop_unadopted(*r, [](Slot &s) {
+        unmap_backing(s);
+        return s.phys == nullptr;
+    });
     if (r->remap) v.retired.push_back(r);
     reap(v, false);  // a failure here is retried later, at the latest by close
     v.cv.notify_all();
@@ -753,11 +532,8 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
 xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
     Vmm &v = vmm_of(inst);
     std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Slot> s = find_slot(v, h);
-    if (!s)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "slot_close", "slot_close: %p is not a live slot",
-                        static_cast<void *>(h));
-    v.slots.erase(h);
+    std::shared_ptr<Slot> s;
+    if (xmc_status st = be::take_slot(inst, v, h, &s); st != XMC_OK) return st;
     const char *what = "";
     if (ze_result_t r = close_slot(v, lock, *s, &what); r != ZE_RESULT_SUCCESS)
         return be::fail(inst, status_of(r), r, "slot_close",
@@ -814,10 +590,7 @@ void vmm_close(Instance *in) {
     for (auto &[h, r] : v.requests)
         if (r->remap) v.retired.push_back(r);
     v.requests.clear();
-    v.stop = true;
-    v.cv.notify_all();
-    lock.unlock();
-    for (auto &t : v.threads) t.join();
+    be::stop_threads(v, lock);
     v.threads.clear();
 }
 
