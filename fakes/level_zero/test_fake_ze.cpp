@@ -791,7 +791,12 @@ TEST_F(FakeZe, CopyIntoMemoryUnmappedBeforeItRunsIsADeviceFault) {
 
     // Pageable host memory unmapped before the copy runs: a fault, not a crash.
     l = immediate_list(c, d);
-    void* gone = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    // Placed far below the mmap area: a page-sized hole there is not handed to
+    // the next mmap (made by any thread, e.g. the ASan allocator's) before the
+    // copy runs, which would make the source readable again.
+    void* const far = reinterpret_cast<void*>(uintptr_t{0x300000000000});
+    void* gone = mmap(far, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (gone == MAP_FAILED) gone = mmap(nullptr, kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     ASSERT_NE(gone, MAP_FAILED);
     {
         Events e(c, 2);
