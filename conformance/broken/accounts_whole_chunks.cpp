@@ -1,3 +1,7 @@
+// xmc-selftest: fails AFF-ACCOUNT
+// xmc-selftest: filter AFF-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 300
 // Bug: bytes sent and received are counted in whole staging chunks, so a last, shorter chunk is
 // reported as a full one and the statistics overstate the traffic.
 #include "broken.hpp"

@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-ACCOUNT,PIN-THREADS
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Bug: the pinned-bytes counter is incremented on allocation and never
 // decremented on free.
 #include "broken.hpp"

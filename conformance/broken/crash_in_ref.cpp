@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-REFS
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Robustness of the runner (issue 7): a backend that crashes in one entry
 // point. Qualification must report that requirement failed with the signal
 // and run every other requirement.

@@ -1,3 +1,8 @@
+// xmc-selftest: fails COPY-STRIDED
+// xmc-selftest: base cuda
+// xmc-selftest: filter COPY-*
+// xmc-selftest: timeout 10
+// xmc-selftest: ctest-timeout 120
 // Bug (COPY-STRIDED, on CUDA): a strided copy moves whole rows of the pitch
 // instead of the described width: each row is widened to the bytes both
 // pitches leave after the row's start, so the padding between rows of the

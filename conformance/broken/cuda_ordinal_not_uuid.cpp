@@ -1,3 +1,9 @@
+// xmc-selftest: fails REG-UUID
+// xmc-selftest: base cuda
+// xmc-selftest: filter [PR][IE][NG]-*
+// xmc-selftest: timeout 10
+// xmc-selftest: ctest-timeout 120
+// xmc-selftest: env XMC_FAKE_CUDA_ORDER=1,0
 // Bug (seeds/000, third review, on CUDA): the backend names its devices in
 // UUID order (stable whatever order the driver enumerates them in, as the
 // Level Zero reference does), but everything it does for device d goes to the

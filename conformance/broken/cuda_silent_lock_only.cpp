@@ -1,3 +1,8 @@
+// xmc-selftest: fails PIN-DEVICE,REG-DOUBLE,REG-FAIL,REG-UNAVAILABLE
+// xmc-selftest: base cuda
+// xmc-selftest: filter [PR][IE][NG]-*
+// xmc-selftest: timeout 10
+// xmc-selftest: ctest-timeout 120
 // Bug (seeds/000, second review, on CUDA): when cuMemHostRegister rejects a
 // range, the registration silently degrades: reg_register answers success
 // with nothing registered, and a pinned block asked to be registered comes

@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-REFS
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Bug (seed 001): the block is released when the first reference is dropped
 // instead of the last, so a live view outlives the freed block.
 #include "broken.hpp"

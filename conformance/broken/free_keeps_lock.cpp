@@ -1,3 +1,7 @@
+// xmc-selftest: fails PIN-AFTER-FREE
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
+// xmc-selftest: needs-mlock
 // Bug: free forgets munlock, so the pages of a freed block stay locked.
 #include "broken.hpp"
 

@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-REFS
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Robustness of the runner (issue 7): a backend that never returns from one
 // entry point. Qualification must time that requirement out and go on.
 #include "broken.hpp"

@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-ALLOC
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Bug: the requested alignment is ignored; blocks are only page-aligned.
 #include "broken.hpp"
 

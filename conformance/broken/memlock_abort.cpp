@@ -1,3 +1,7 @@
+// xmc-selftest: fails PIN-MEMLOCK
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
+// xmc-selftest: needs-mlock
 // Bug: the allocator aborts the process when mlock hits RLIMIT_MEMLOCK.
 #include "broken.hpp"
 

@@ -1,3 +1,7 @@
+// xmc-selftest: fails PIN-MEMLOCK
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
+// xmc-selftest: needs-mlock
 // Bug: when mlock hits RLIMIT_MEMLOCK the allocator reports the error but
 // leaks the block it had allocated.
 #include "broken.hpp"

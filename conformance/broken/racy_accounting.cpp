@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-THREADS
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Bug: the pinned-bytes counter is updated with a read-modify-write that is
 // not atomic, so concurrent allocations and frees lose updates.
 #include "broken.hpp"

@@ -1,7 +1,13 @@
+// xmc-selftest: fails AFF-GROUP,AFF-REFUSE-BEFORE-WRITE
+// xmc-selftest: filter AFF-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 300
 // Bug (seed 003): ranks are read from the default world, not from the group. The executor takes a
 // member's position as its rank, as if the group were the world with ranks 0..n-1. That is right
 // in the default world only. In a group labelled {3, 9}, or in part of the world, ranks take the
-// wrong role: in the seed, both ends thought they were rank 0.
+// wrong role: in the seed, both ends thought they were rank 0. It also fails
+// AFF-REFUSE-BEFORE-WRITE: ignoring the group's labels, it takes a group with
+// negative or repeated labels.
 #include "broken.hpp"
 
 #include <numeric>

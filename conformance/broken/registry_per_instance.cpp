@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-SHARED
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Bug (seed 001): each instance keeps its own registry, so two managers in one
 // process disagree about what is pinned.
 #include "broken.hpp"

@@ -1,3 +1,7 @@
+// xmc-selftest: fails AFF-EXEC-EXACT
+// xmc-selftest: filter AFF-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 300
 // Bug (seed 003): a 0-D segment is taken for an empty one ("if not segment.shape"), so the valid
 // plan of a scalar parameter is refused instead of executed.
 #include "broken.hpp"

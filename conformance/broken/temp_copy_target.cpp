@@ -1,3 +1,7 @@
+// xmc-selftest: fails AFF-EXEC-EXACT
+// xmc-selftest: filter AFF-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 300
 // Bug (seeds/README.md): a non-contiguous target is written through a temporary. The executor
 // writes into a zeroed dense copy of the target's extent and copies that whole extent back, so the
 // memory between the target's elements is clobbered.

@@ -1,3 +1,6 @@
+// xmc-selftest: fails PIN-REFS
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 5
 // Bug (seed 001): unpin looks the block up by the pointer the reference was
 // taken through; once the caller's pointer was redirected and the release
 // comes through the recorded base, nothing is found and the block is never

@@ -1,3 +1,8 @@
+// xmc-selftest: fails VMM-CALLBACK
+// xmc-selftest: filter VMM-*
+// xmc-selftest: timeout 60
+// xmc-selftest: env RC_PARAMS=max_success=20
+// xmc-selftest: ctest-timeout 180
 // Bug: the stream's host callback does the release or remap itself (the
 // driver calls, and the wait for a release the remap depends on) instead of
 // handing it to a worker. A real driver may refuse those calls

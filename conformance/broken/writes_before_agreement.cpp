@@ -1,3 +1,7 @@
+// xmc-selftest: fails AFF-REFUSE-BEFORE-WRITE
+// xmc-selftest: filter AFF-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 300
 // Bug: local segments are copied before the ranks agree, so a request that another rank refuses
 // has already written this rank's target. Here the local part of the plan runs first, alone.
 #include "broken.hpp"

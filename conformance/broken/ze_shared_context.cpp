@@ -1,3 +1,8 @@
+// xmc-selftest: fails REG-IDENTITY,REG-DEVICE,REG-UUID
+// xmc-selftest: base level_zero
+// xmc-selftest: filter [PR][IE][NG]-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 120
 // Bug (seeds/000, third review): registrations are made in one context that
 // holds every device. Level Zero maps such a range for the context's first
 // device only, so every other device fails its first copy from it with

@@ -1,3 +1,8 @@
+// xmc-selftest: fails PIN-DEVICE,REG-FAIL,REG-UNAVAILABLE
+// xmc-selftest: base level_zero
+// xmc-selftest: filter [PR][IE][NG]-*
+// xmc-selftest: timeout 60
+// xmc-selftest: ctest-timeout 120
 // Bug (seeds/000, second review): when zeMemAllocHost rejects a range, the
 // registration silently degrades: reg_register answers success with nothing
 // registered, and a pinned block asked to be registered comes back lock-only
