@@ -1,6 +1,7 @@
 #include "catalogue.hpp"
 
 #include <sstream>
+#include <stdexcept>
 
 namespace xmc::conformance {
 
@@ -19,27 +20,60 @@ bool Requirement::in_tier(const std::string &t) const {
     return false;
 }
 
-const std::vector<Requirement> &catalogue() {
-    static const std::vector<Requirement> rows = [] {
-        std::vector<Requirement> v;
-        std::istringstream in(kCatalogueTsv);
-        for (std::string line; std::getline(in, line);) {
-            if (line.empty() || line[0] == '#') continue;
-            std::istringstream fields(line);
-            Requirement r;
-            std::string tiers;
-            std::getline(fields, r.id, '\t');
-            std::getline(fields, r.capability, '\t');
-            std::getline(fields, tiers, '\t');
-            std::getline(fields, r.summary);
-            std::istringstream ts(tiers);
-            for (std::string t; std::getline(ts, t, ',');) r.tiers.push_back(t);
-            v.push_back(r);
-        }
-        return v;
-    }();
-    return rows;
+std::string Requirement::missing_capability(xmc_caps declared) const {
+    for (const auto &c : capabilities)
+        if (c != "model" && c != "always" && !(declared & capability_bit(c))) return c;
+    return "";
 }
+
+bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std::string *error) {
+    std::vector<Requirement> v;
+    std::istringstream in(tsv);
+    int line_no = 0;
+    for (std::string line; std::getline(in, line);) {
+        ++line_no;
+        if (line.empty() || line[0] == '#') continue;
+        std::istringstream fields(line);
+        Requirement r;
+        std::string caps, tiers;
+        std::getline(fields, r.id, '\t');
+        std::getline(fields, caps, '\t');
+        std::getline(fields, tiers, '\t');
+        std::getline(fields, r.summary);
+        std::istringstream cs(caps);
+        for (std::string c; std::getline(cs, c, '+');) r.capabilities.push_back(c);
+        std::istringstream ts(tiers);
+        for (std::string t; std::getline(ts, t, ',');) r.tiers.push_back(t);
+        std::string bad;
+        if (r.id.empty() || r.summary.empty() || r.tiers.empty() || r.capabilities.empty()) bad = "four tab-separated fields";
+        for (const auto &c : r.capabilities)
+            if (c != "model" && c != "always" && !capability_bit(c)) bad = "a known capability, not '" + c + "'";
+        if (!bad.empty()) {
+            if (error) *error = "catalogue line " + std::to_string(line_no) + ": expected " + bad + ": " + line;
+            return false;
+        }
+        r.capability = r.capabilities.front();
+        v.push_back(r);
+    }
+    *out = std::move(v);
+    return true;
+}
+
+namespace {
+std::vector<Requirement> &rows() {
+    static std::vector<Requirement> v = [] {
+        std::vector<Requirement> r;
+        std::string err;
+        if (!parse_catalogue(kCatalogueTsv, &r, &err)) throw std::runtime_error("embedded " + err);
+        return r;
+    }();
+    return v;
+}
+} // namespace
+
+const std::vector<Requirement> &catalogue() { return rows(); }
+
+void use_catalogue(std::vector<Requirement> r) { rows() = std::move(r); }
 
 xmc_caps capability_bit(const std::string &name) {
     for (int i = 0; i < XMC_CAP_COUNT_; ++i)

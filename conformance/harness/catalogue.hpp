@@ -1,5 +1,7 @@
 // The requirement catalogue (conformance/requirements.tsv, embedded at build
-// time so the runner is self-contained on a GPU machine).
+// time so the runner is self-contained on a GPU machine). It is the one source
+// of a requirement's capabilities and tiers (SPEC 6): test bodies never restate
+// them; the fixture skips a test whose row's capabilities the backend lacks.
 #pragma once
 #include <xmc/backend.h>
 
@@ -10,15 +12,24 @@ namespace xmc::conformance {
 
 struct Requirement {
     std::string id;          // "PIN-FREE"
-    std::string capability;  // "pin", ..., or "model"
+    std::string capability;  // the primary capability ("pin", ...), or "model"; names the must-pass list
+    std::vector<std::string> capabilities;  // every capability its tests need, primary first
     std::vector<std::string> tiers;
     std::string summary;
 
     std::string test_prefix() const;  // "PIN_FREE_"
     bool in_tier(const std::string &t) const;
+    // The first capability of the row that `declared` lacks, or "" when none is missing
+    // ("model" rows need none).
+    std::string missing_capability(xmc_caps declared) const;
 };
 
 const std::vector<Requirement> &catalogue();
+// Parses catalogue text (the embedded one, or a file for `list-requirements
+// --catalogue`); a malformed row is reported in *error and parsing stops.
+bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std::string *error);
+// Replaces the catalogue this process uses (list-requirements --catalogue).
+void use_catalogue(std::vector<Requirement> rows);
 // The capability bit named by a catalogue capability; 0 for "model".
 xmc_caps capability_bit(const std::string &name);
 // The requirement a test name belongs to ("PIN_FREE_RefusesX/host" -> PIN-FREE),

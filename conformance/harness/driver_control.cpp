@@ -82,14 +82,14 @@ bool cuda_control(DriverControl *c, std::string *why) {
     // RTLD_NOLOAD: only the library the backend already loaded, never another.
     void *h = dlopen(c->library.c_str(), RTLD_NOW | RTLD_NOLOAD);
     if (!h) {
-        *why = "unsupported: backend 'cuda' has no driver loaded from '" + c->library + "', so no fault injection";
+        *why = "backend 'cuda' has no driver loaded from '" + c->library + "', so no fault injection";
         return false;
     }
     if (!resolve(h, "xmc_fake_cuda_set_faults", &c->set_faults) ||
         !resolve(h, "xmc_fake_cuda_live_objects", &c->live_objects) ||
         !resolve(h, "xmc_fake_cuda_reclaimed_objects", &c->reclaimed_objects) ||
         !resolve(h, "xmc_fake_cuda_ledger", &c->ledger)) {
-        *why = "unsupported: backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection";
+        *why = "backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection";
         return false;
     }
     c->reject_register = "fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY";
@@ -111,7 +111,7 @@ const DriverControl *driver_control(const xmc_backend *api, std::string *why) {
     const std::string name = api && api->name ? api->name : "";
     if (auto it = found.find(name); it != found.end()) return &it->second;
     DriverControl c;
-    std::string reason = "unsupported: backend '" + name + "' has no driver fault injection";
+    std::string reason = "backend '" + name + "' has no driver fault injection";
     bool ok = false;
     // The in-tree CUDA backend and its broken variants of the self-test ("broken_cuda_*").
     if (name == "cuda" || name.rfind("broken_cuda_", 0) == 0) ok = cuda_control(&c, &reason);

@@ -37,7 +37,7 @@ struct DriverControl {
 };
 
 // The control of the fake driver under `api`, or nullptr with the reason in
-// *why (a sentence starting with "unsupported: ..."). Call after an instance of
+// *why (the reason of an unsupported skip). Call after an instance of
 // the backend is open: the backend loads its driver then.
 const DriverControl *driver_control(const xmc_backend *api, std::string *why);
 

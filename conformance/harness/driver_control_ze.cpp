@@ -58,7 +58,7 @@ bool ze_backend(const std::string &name) { return name == "level_zero" || name.r
 bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
     const char *env = std::getenv("ZE_ENABLE_ALT_DRIVERS");
     if (!env || !*env) {
-        *why = "unsupported: backend '" + name + "' runs on the system's Level Zero drivers "
+        *why = "backend '" + name + "' runs on the system's Level Zero drivers "
                "(ZE_ENABLE_ALT_DRIVERS is not set), so no fault injection";
         return false;
     }
@@ -66,13 +66,13 @@ bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
     // RTLD_NOLOAD: only the library the loader already loaded, never another.
     void *h = dlopen(c->library.c_str(), RTLD_NOW | RTLD_NOLOAD);
     if (!h) {
-        *why = "unsupported: backend '" + name + "' has no driver loaded from '" + c->library + "', so no fault injection";
+        *why = "backend '" + name + "' has no driver loaded from '" + c->library + "', so no fault injection";
         return false;
     }
     if (!resolve(h, "xmc_fake_ze_set_faults", &c->set_faults) ||
         !resolve(h, "xmc_fake_ze_live_objects", &c->live_objects) ||
         !resolve(h, "xmc_fake_ze_ledger", &c->ledger)) {
-        *why = "unsupported: backend '" + name + "' runs on '" + c->library +
+        *why = "backend '" + name + "' runs on '" + c->library +
                "', a driver without the fake's fault injection";
         return false;
     }

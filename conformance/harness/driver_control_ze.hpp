@@ -13,7 +13,7 @@ namespace xmc::conformance {
 // the self-test ("broken_ze_*").
 bool ze_backend(const std::string &name);
 // Fills `c` from the fake the loader loaded; false with the reason (a
-// sentence starting "unsupported: ...") when there is none.
+// reason of an unsupported skip) when there is none.
 bool ze_control(DriverControl *c, const std::string &name, std::string *why);
 
 } // namespace xmc::conformance

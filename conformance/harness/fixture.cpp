@@ -1,5 +1,7 @@
 #include "fixture.hpp"
 
+#include "catalogue.hpp"
+
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -30,11 +32,38 @@ std::string backend_param_name(const ::testing::TestParamInfo<std::string> &info
     return s;
 }
 
+const char *skip_kind_name(SkipKind k) {
+    switch (k) {
+    case SkipKind::Unsupported: return "unsupported";
+    case SkipKind::NoDevice: return "no_device";
+    }
+    return "unsupported";
+}
+
+void record_skip(SkipKind kind, const std::string &reason) {
+    ::testing::Test::RecordProperty(kSkipKindProperty, skip_kind_name(kind));
+    ::testing::Test::RecordProperty(kSkipReasonProperty, reason);
+}
+
+const Requirement *current_requirement() {
+    const auto *t = ::testing::UnitTest::GetInstance()->current_test_info();
+    return t ? requirement_of_test(t->name()) : nullptr;
+}
+
 void BackendTest::SetUp() {
+    // The catalogue row decides what the test needs; a name without an ID
+    // would never run under qualify (the catalogue check refuses it too).
+    const Requirement *req = current_requirement();
+    ASSERT_NE(req, nullptr) << "the test's name starts with no catalogue ID (conformance/requirements.tsv)";
     std::string error;
     backend_ = load_backend(GetParam(), &error);
     ASSERT_NE(backend_, nullptr) << "cannot load backend '" << GetParam() << "': " << error;
     api = backend_->api;
+    if (const std::string cap = req->missing_capability(api->capabilities); !cap.empty())
+        XMC_SKIP(SkipKind::Unsupported, "capability '" << cap << "' not declared by backend '" << api->name << "' ("
+                                                       << req->id << " needs "
+                                                       << [&] { std::string s; for (auto &c : req->capabilities) s += (s.empty() ? "" : "+") + c; return s; }()
+                                                       << ")");
     xmc_open_params params{sizeof(xmc_open_params), nullptr};
     xmc_status st = api->open(&params, &inst);
     ASSERT_EQ(st, XMC_OK) << "open failed: " << xmc_status_string(st);

@@ -2,17 +2,39 @@
 // run selects (SPEC 6), the way UCX instantiates one test per transport:
 //
 //   class PinTest : public BackendTest {};
-//   TEST_P(PinTest, PIN_FREE_RefusesInteriorAddress) { XMC_REQUIRE_CAP(XMC_CAP_PIN); ... }
+//   TEST_P(PinTest, PIN_FREE_RefusesInteriorAddress) { ... }
 //   XMC_INSTANTIATE_FOR_BACKENDS(PinTest);
+//
+// The capabilities a test needs come from the catalogue row of the ID its name
+// starts with (conformance/requirements.tsv): SetUp skips it, declared
+// unsupported, when the backend lacks one. Test bodies never restate them.
 #pragma once
 #include "loader.hpp"
 
 #include <gtest/gtest.h>
 
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace xmc::conformance {
+
+struct Requirement;
+
+// A declared skip (SPEC 6) is data, not text: its kind and reason are recorded
+// as the test's properties, which the runner reads (never the message).
+enum class SkipKind {
+    Unsupported,  // a capability, driver feature, extension or observation the platform lacks
+    NoDevice,     // the backend reports no device the test needs
+};
+const char *skip_kind_name(SkipKind k);  // "unsupported", "no_device"
+// The property keys of a declared skip.
+inline constexpr const char *kSkipKindProperty = "xmc_skip";
+inline constexpr const char *kSkipReasonProperty = "xmc_skip_reason";
+// Records the skip's kind and reason on the running test (call, then GTEST_SKIP).
+void record_skip(SkipKind kind, const std::string &reason);
+// The catalogue row of the running test, or nullptr when its name carries no ID.
+const Requirement *current_requirement();
 
 // The backends this run selects (set by the runner before tests register;
 // default: $XMC_BACKENDS, comma separated, else "host").
@@ -42,12 +64,14 @@ protected:
 
 } // namespace xmc::conformance
 
-// Skip with a declared reason when the backend does not declare a capability.
-#define XMC_REQUIRE_CAP(cap)                                                              \
-    do {                                                                                  \
-        if (!this->has(cap))                                                              \
-            GTEST_SKIP() << "unsupported: capability '" << xmc_cap_string(cap)           \
-                         << "' not declared by backend '" << this->api->name << "'";     \
+// A declared skip: XMC_SKIP(SkipKind::NoDevice, "backend '" << name << "' reports no device").
+// The reason is streamed like a gtest message; the skip's message reads "<kind>: <reason>".
+#define XMC_SKIP(kind, reason)                                                              \
+    do {                                                                                    \
+        std::ostringstream xmc_skip_os_;                                                    \
+        xmc_skip_os_ << reason;                                                             \
+        ::xmc::conformance::record_skip((kind), xmc_skip_os_.str());                        \
+        GTEST_SKIP() << ::xmc::conformance::skip_kind_name(kind) << ": " << xmc_skip_os_.str(); \
     } while (0)
 
 #define XMC_EXPECT_STATUS(expected, expr) EXPECT_TRUE(this->status_is((expected), (expr)))

@@ -65,7 +65,7 @@ namespace xmc::conformance {
 
 const char *mlock_ignored_reason() {
 #ifdef XMC_MLOCK_IGNORED_BY
-    return "unsupported: built with " XMC_MLOCK_IGNORED_BY ", whose runtime makes mlock/munlock no-ops: page locking "
+    return "built with " XMC_MLOCK_IGNORED_BY ", whose runtime makes mlock/munlock no-ops: page locking "
            "and RLIMIT_MEMLOCK cannot be observed (run this test in a build without sanitizers)";
 #else
     return nullptr;

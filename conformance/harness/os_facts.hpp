@@ -23,14 +23,14 @@ size_t heap_bytes_in_use();
 // mlock/munlock into no-ops that return success, so pages are never locked and
 // RLIMIT_MEMLOCK is never hit: a check of lock state or of the memlock limit
 // must then be skipped with this reason (XMC_SKIP_IF_MLOCK_IGNORED), never pass.
-// The reason starts "unsupported:", a declared skip for qualification.
+// XMC_SKIP_IF_MLOCK_IGNORED declares the skip unsupported, with this reason.
 const char *mlock_ignored_reason();
 
 } // namespace xmc::conformance
 
-// In a test body (gtest included): a declared skip where mlock is a no-op.
+// In a test body (fixture.hpp included): a declared skip where mlock is a no-op.
 #define XMC_SKIP_IF_MLOCK_IGNORED()                                                        \
     do {                                                                                   \
         if (const char *xmc_why_ = ::xmc::conformance::mlock_ignored_reason())             \
-            GTEST_SKIP() << xmc_why_;                                                      \
+            XMC_SKIP(::xmc::conformance::SkipKind::Unsupported, xmc_why_);                  \
     } while (0)

@@ -1,6 +1,7 @@
 // xmc: the conformance runner.
 //   xmc list-backends
-//   xmc list-requirements [--check]
+//   xmc list-requirements [--check] [--catalogue FILE]
+//   xmc where ID                                 (the row, tests, model rule, backend code, broken backends)
 //   xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]
 //               [--timeout SECONDS] [--expect-fail ID,ID] [--bench [--bench-sizes 1M,16M]]
 //   xmc verify DIR [--qualified]                 (checks a qualification package)
@@ -14,8 +15,10 @@
 #include "package.hpp"
 #include "qualify.hpp"
 #include "verify.hpp"
+#include "where.hpp"
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstdio>
 #include <cstdlib>
@@ -24,6 +27,7 @@
 #include <iostream>
 #include <map>
 #include <set>
+#include <sstream>
 
 using namespace xmc::conformance;
 
@@ -32,7 +36,8 @@ namespace {
 int usage() {
     std::cerr << "usage:\n"
                  "  xmc list-backends\n"
-                 "  xmc list-requirements [--check]\n"
+                 "  xmc list-requirements [--check] [--catalogue FILE]\n"
+                 "  xmc where ID\n"
                  "  xmc list-devices --backend NAME|PATH\n"
                  "  xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]\n"
                  "              [--timeout SECONDS] [--expect-fail ID[,ID...]] [--bench [--bench-sizes 1M,16M,...]]\n"
@@ -114,44 +119,62 @@ int list_backends() {
     return 0;
 }
 
-// Every requirement whose capability some built backend declares (or that
-// checks the model) must have at least one registered test naming it.
+// The catalogue check (SPEC 6), both ways: every requirement whose capabilities
+// some built backend declares (or that checks the model, or every backend's
+// entry points) has at least one registered test naming it, and every
+// registered test's name starts with a catalogue ID (qualify would never run
+// one that does not).
 int list_requirements(bool check) {
     xmc_caps declared = 0;
     for (const auto &name : discover_backends())
         if (const LoadedBackend *b = load_backend(name, nullptr)) declared |= b->api->capabilities;
     std::map<std::string, int> tests;
+    std::vector<std::string> orphans;
     const auto *ut = ::testing::UnitTest::GetInstance();
     for (int i = 0; i < ut->total_test_suite_count(); ++i) {
         const auto *suite = ut->GetTestSuite(i);
-        for (int j = 0; j < suite->total_test_count(); ++j)
-            if (const Requirement *r = requirement_of_test(suite->GetTestInfo(j)->name())) tests[r->id]++;
+        for (int j = 0; j < suite->total_test_count(); ++j) {
+            const auto *t = suite->GetTestInfo(j);
+            if (const Requirement *r = requirement_of_test(t->name())) tests[r->id]++;
+            else orphans.push_back(std::string(suite->name()) + "." + t->name() + " (" + t->file() + ":" +
+                                   std::to_string(t->line()) + ")");
+        }
     }
     int missing = 0;
     for (const auto &r : catalogue()) {
-        const xmc_caps bit = capability_bit(r.capability);
-        const bool needed = r.capability == "model" || (bit && (declared & bit));
+        const bool needed = r.capability == "model" || r.capability == "always" || r.missing_capability(declared).empty();
         const int n = tests.count(r.id) ? tests[r.id] : 0;
-        std::printf("%-24s %-13s %-22s tests=%-3d %s\n", r.id.c_str(), r.capability.c_str(),
-                    [&] { std::string t; for (auto &x : r.tiers) t += (t.empty() ? "" : ",") + x; return t; }().c_str(),
-                    n, r.summary.c_str());
+        std::string caps;
+        for (const auto &c : r.capabilities) caps += (caps.empty() ? "" : "+") + c;
+        std::string tiers;
+        for (const auto &x : r.tiers) tiers += (tiers.empty() ? "" : ",") + x;
+        std::printf("%-24s %-22s %-22s tests=%-3d %s\n", r.id.c_str(), caps.c_str(), tiers.c_str(), n,
+                    r.summary.c_str());
         if (check && needed && n == 0 && r.in_tier("pr")) {
-            std::fprintf(stderr, "xmc: requirement %s (capability %s, declared by a built backend) has no test\n",
-                         r.id.c_str(), r.capability.c_str());
+            std::fprintf(stderr, "xmc: requirement %s (capabilities %s, declared by a built backend) has no test\n",
+                         r.id.c_str(), caps.c_str());
             ++missing;
         }
     }
-    if (check) std::printf("xmc: catalogue check: %d requirement(s) without a test\n", missing);
-    return missing ? 1 : 0;
+    if (check)
+        for (const auto &o : orphans)
+            std::fprintf(stderr, "xmc: test %s carries no catalogue ID, so qualify never runs it\n", o.c_str());
+    if (check)
+        std::printf("xmc: catalogue check: %d requirement(s) without a test, %zu test(s) without a requirement\n",
+                    missing, orphans.size());
+    return missing || (check && !orphans.empty()) ? 1 : 0;
 }
 
 // Records each test's outcome as one JSON line, flushed as it happens, so the
-// parent learns which test was running if this process dies.
+// parent learns which test was running if this process dies. A declared skip
+// carries its kind and reason (the test's xmc_skip properties, fixture.hpp).
+// Text that is not valid UTF-8 (a backend's message may hold any byte) is
+// written with U+FFFD in its place: the line must always parse.
 class ResultsListener : public ::testing::EmptyTestEventListener {
 public:
     explicit ResultsListener(const std::string &path) : out_(path) {}
     void OnTestStart(const ::testing::TestInfo &info) override {
-        out_ << "{\"event\":\"start\",\"name\":" << quote(full(info)) << "}\n" << std::flush;
+        emit({{"event", "start"}, {"name", full(info)}});
     }
     void OnTestEnd(const ::testing::TestInfo &info) override {
         const auto *r = info.result();
@@ -163,24 +186,22 @@ public:
             msg += p.message();
         }
         const char *status = r->Skipped() ? "skipped" : r->Failed() ? "failed" : "passed";
-        out_ << "{\"event\":\"end\",\"name\":" << quote(full(info)) << ",\"status\":\"" << status
-             << "\",\"ms\":" << r->elapsed_time() << ",\"message\":" << quote(msg) << "}\n"
-             << std::flush;
+        nlohmann::json ev = {{"event", "end"}, {"name", full(info)}, {"status", status},
+                             {"ms", r->elapsed_time()}, {"message", msg}};
+        for (int i = 0; i < r->test_property_count(); ++i) {
+            const auto &p = r->GetTestProperty(i);
+            if (std::strcmp(p.key(), kSkipKindProperty) == 0) ev["skip_kind"] = p.value();
+            if (std::strcmp(p.key(), kSkipReasonProperty) == 0) ev["skip_reason"] = p.value();
+        }
+        emit(ev);
     }
 
 private:
     static std::string full(const ::testing::TestInfo &i) {
         return std::string(i.test_suite_name()) + "." + i.name();
     }
-    static std::string quote(const std::string &s) {
-        std::string o = "\"";
-        for (unsigned char c : s) {
-            if (c == '"' || c == '\\') { o += '\\'; o += c; }
-            else if (c == '\n') o += "\\n";
-            else if (c < 0x20) { char b[8]; std::snprintf(b, sizeof b, "\\u%04x", c); o += b; }
-            else o += c;
-        }
-        return o + "\"";
+    void emit(const nlohmann::json &ev) {
+        out_ << ev.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n" << std::flush;
     }
     std::ofstream out_;
 };
@@ -225,8 +246,26 @@ int main(int argc, char **argv) {
     if (cmd == "list-devices") return list_devices(backend);
     if (cmd == "list-requirements") {
         const bool check = take_switch(argc, argv, "--check");
+        // Another catalogue than the embedded one: the test of the check itself.
+        if (const std::string file = take_flag(argc, argv, "--catalogue"); !file.empty()) {
+            std::ifstream in(file);
+            std::stringstream text;
+            text << in.rdbuf();
+            std::vector<Requirement> rows;
+            std::string err;
+            if (!in || !parse_catalogue(text.str(), &rows, &err)) {
+                std::fprintf(stderr, "xmc list-requirements: %s: %s\n", file.c_str(), in ? err.c_str() : "cannot read");
+                return 2;
+            }
+            use_catalogue(std::move(rows));
+        }
         ::testing::InitGoogleTest(&argc, argv);
         return list_requirements(check);
+    }
+    if (cmd == "where") {
+        if (argc != 2 || argv[1][0] == '-') return usage();
+        ::testing::InitGoogleTest(&argc, argv);
+        return where_command(argv[1]);
     }
     if (cmd == "run") {
         const std::string results = take_flag(argc, argv, "--xmc-results");

@@ -35,6 +35,8 @@ struct TestOutcome {
     std::string status;  // passed | failed | skipped | crashed | timeout
     std::string message;
     double ms = 0;
+    std::string skip_kind;    // a declared skip: "unsupported" or "no_device" (fixture.hpp)
+    std::string skip_reason;
 };
 
 struct Verdict {
@@ -110,7 +112,8 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
         if (ev.is_discarded()) continue;
         if (ev["event"] == "start") *running = ev["name"];
         else {
-            TestOutcome t{ev["name"], ev["status"], ev["message"], ev["ms"].get<double>()};
+            TestOutcome t{ev["name"], ev["status"], ev["message"], ev["ms"].get<double>(),
+                          ev.value("skip_kind", ""), ev.value("skip_reason", "")};
             done[t.name] = t;
             running->clear();
         }
@@ -299,11 +302,10 @@ int qualify(const QualifyOptions &o) {
         v.req = r;
         v.mustpass = mustpass.contains(r->id);
         const auto t0 = std::chrono::steady_clock::now();
-        const xmc_caps bit = capability_bit(r->capability);
         const std::vector<std::string> tests = tests_of(*r);
-        if (r->capability != "model" && !b->has(bit)) {
+        if (const std::string cap = r->missing_capability(b->api->capabilities); !cap.empty()) {
             v.verdict = "unsupported";
-            v.reason = "capability '" + r->capability + "' not declared";
+            v.reason = "capability '" + cap + "' not declared";
         } else if (!r->in_tier("pr")) {
             v.verdict = "unsupported";
             v.reason = "measured by the hardware tier (" + r->tiers.front() + "): ctest -L " + r->tiers.front();
@@ -317,9 +319,8 @@ int qualify(const QualifyOptions &o) {
             for (auto &t : v.tests) {
                 if (t.status == "passed") ++passed;
                 else if (t.status == "skipped") {
-                    // A skip must declare why: a missing capability or device.
-                    if (t.message.find("unsupported:") != std::string::npos ||
-                        t.message.find("no device:") != std::string::npos) ++unsupported;
+                    // A skip must declare why (XMC_SKIP): a missing capability, feature or device.
+                    if ((t.skip_kind == "unsupported" || t.skip_kind == "no_device") && !t.skip_reason.empty()) ++unsupported;
                     else { t.status = "failed"; t.message = "skipped without a declared reason: " + t.message; ++failed; }
                 } else ++failed;
             }
@@ -330,7 +331,7 @@ int qualify(const QualifyOptions &o) {
             } else if (passed == 0) {
                 v.verdict = "unsupported";
                 for (auto &t : v.tests)
-                    if (t.status == "skipped") { v.reason = t.message.substr(t.message.find(": ") + 2); break; }
+                    if (t.status == "skipped") { v.reason = t.skip_kind + ": " + t.skip_reason; break; }
             } else {
                 v.verdict = "passed";
                 v.reason = std::to_string(passed) + " tests" +

@@ -178,17 +178,22 @@ void check_capabilities(const json &results, const json &caps, const json &env, 
     if (env["backend"].value("capabilities", "") != caps_to_string(declared))
         p.add("capabilities.json declares [" + caps_to_string(declared) + "] but environment.json records [" +
               env["backend"].value("capabilities", "") + "]");
-    // A requirement is unsupported-by-capability exactly when it is not declared.
+    // A requirement is unsupported-by-capability exactly when one of its row's
+    // capabilities is not declared (the catalogue says which it needs).
     for (const auto &r : results["requirements"]) {
-        const std::string cap = r.value("capability", ""), id = r.value("id", "");
-        if (cap == "model") continue;
-        const bool is_declared = declared & capability_bit(cap);
-        const bool says_undeclared = r.value("reason", "").find("capability '" + cap + "' not declared") != std::string::npos;
-        if (!is_declared && r.value("verdict", "") != "unsupported")
-            p.add(id + " needs capability '" + cap + "', which capabilities.json does not declare, yet it is '" +
+        const std::string id = r.value("id", "");
+        const Requirement *row = nullptr;
+        for (const auto &c : catalogue())
+            if (c.id == id) row = &c;
+        if (!row) continue;  // an unknown ID is reported above
+        const std::string missing = row->missing_capability(declared);
+        const bool says_undeclared = r.value("reason", "").find("' not declared") != std::string::npos &&
+                                     r.value("reason", "").rfind("capability '", 0) == 0;
+        if (!missing.empty() && r.value("verdict", "") != "unsupported")
+            p.add(id + " needs capability '" + missing + "', which capabilities.json does not declare, yet it is '" +
                   r.value("verdict", "") + "'");
-        if (is_declared && says_undeclared)
-            p.add(id + " says capability '" + cap + "' is not declared, but capabilities.json declares it");
+        if (missing.empty() && says_undeclared)
+            p.add(id + " says " + r.value("reason", "") + ", but capabilities.json declares all it needs");
     }
     // The library itself, where it is on this machine.
     const std::string path = rb.value("path", "");

@@ -28,7 +28,6 @@ protected:
     void SetUp() override {
         BackendTest::SetUp();
         if (HasFatalFailure() || IsSkipped()) return;
-        XMC_REQUIRE_CAP(XMC_CAP_PIN);
         ASSERT_EQ(api->pin_stats(inst, &baseline_), XMC_OK);
     }
     xmc_pin_result alloc(size_t n, size_t align = 1) {
@@ -343,7 +342,6 @@ TEST_P(PinTest, PIN_ACCOUNT_StatefulSequencesAgreeWithModel) {
 }
 
 TEST_P(PinTest, PIN_REFS_StatefulSequencesAgreeWithModel) {
-    XMC_REQUIRE_CAP(XMC_CAP_PIN_REFS);
     check_stateful<PinModel, PinSut>(GetParam(), PinModel{}, pin_sut_factory(), [](const PinModel &m) {
         return rc::state::gen::execOneOfWithArgs<Alloc, FreeBase, Ref, Unref, Unref>()(m);
     });
@@ -593,7 +591,6 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
 
 TEST_P(PinTest, PIN_REFS_ReleasedOnlyWithLastReference) {
     XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
-    XMC_REQUIRE_CAP(XMC_CAP_PIN_REFS);
     xmc_pin_result r = alloc(2 * page_size());
     ASSERT_NE(r.base, nullptr);
     auto *b = static_cast<char *>(r.base);
@@ -611,7 +608,6 @@ TEST_P(PinTest, PIN_REFS_ReleasedOnlyWithLastReference) {
 }
 
 TEST_P(PinTest, PIN_REFS_ReleaseThroughRecordedBaseAfterPointerMoved) {
-    XMC_REQUIRE_CAP(XMC_CAP_PIN_REFS);
     xmc_pin_result a = alloc(page_size()), other = alloc(page_size());
     ASSERT_NE(a.base, nullptr);
     char *cursor = static_cast<char *>(a.base) + 100;   // the caller's own pointer

@@ -48,7 +48,7 @@ struct Arena {
 // Skips with the declared reason when the backend has no fault hook.
 #define XMC_REQUIRE_FAULTS()                                    \
     do {                                                        \
-        if (!this->control_) GTEST_SKIP() << this->no_control_; \
+        if (!this->control_) XMC_SKIP(SkipKind::Unsupported, this->no_control_); \
     } while (0)
 
 class RegTest : public BackendTest {
@@ -56,13 +56,12 @@ protected:
     void SetUp() override {
         BackendTest::SetUp();
         if (HasFatalFailure() || IsSkipped()) return;
-        XMC_REQUIRE_CAP(XMC_CAP_REGISTER);
         ASSERT_EQ(api->device_count(inst, &devices_), XMC_OK) << last_error();
         policy_ = api->reg_align_policy(inst);
         control_ = driver_control(api, &no_control_);
         if (control_) baseline_objects_ = control_->objects_besides_contexts();
         if (needs_device_ && devices_ == 0)
-            GTEST_SKIP() << "no device: backend '" << api->name << "' reports no device";
+            XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
         ASSERT_NE(arena_.base, nullptr);
     }
     void TearDown() override {
@@ -92,7 +91,9 @@ protected:
     // A copy, on a stream of `device`, from registered memory at `p` to device
     // memory and back into host memory: the range is usable by that device.
     void check_device_reads(char *p, size_t n, int32_t device) {
-        if (!has(XMC_CAP_STREAM | XMC_CAP_COPY)) return;
+        // The rows that read through a registration need stream+copy (the catalogue); a caller
+        // without them must not pass by doing nothing.
+        ASSERT_TRUE(has(XMC_CAP_STREAM | XMC_CAP_COPY)) << "device reads need the stream and copy capabilities";
         for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(1 + (i + device) % 253);
         xmc_stream *s = nullptr;
         ASSERT_TRUE(status_is(XMC_OK, api->stream_create(inst, device, &s)));
@@ -169,7 +170,6 @@ TEST_P(RegTest, REG_IDENTITY_NonIdentityMappingIsRefusedAndNothingStays) {
 // ---- REG-DEVICE --------------------------------------------------------------
 
 TEST_P(RegTest, REG_DEVICE_EveryDeviceCopiesFromItsOwnRegistration) {
-    XMC_REQUIRE_CAP(XMC_CAP_STREAM | XMC_CAP_COPY);
     for (int32_t d = 0; d < devices_; ++d) {
         char *p = page(8 * d);
         XMC_ASSERT_STATUS(XMC_OK, reg(p, 4 * page_size(), d));
@@ -271,7 +271,10 @@ TEST_P(RegTest, REG_DOUBLE_RefusesOverlappingRange) {
 }
 
 TEST_P(RegTest, REG_DOUBLE_RefusesRangeInsideAPinnedBlockRegisteredWithADevice) {
-    XMC_REQUIRE_CAP(XMC_CAP_PIN_REGISTER);
+    // Beyond the row's capability: a block pinned and registered in one call.
+    if (!has(XMC_CAP_PIN_REGISTER))
+        XMC_SKIP(SkipKind::Unsupported, "capability 'pin_register' not declared by backend '" << api->name
+                                            << "': no pinned block is registered with a device");
     xmc_pin_result r{};
     XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 4 * page_size(), page_size(), 0, &r));
     if (r.registered)
@@ -556,8 +559,8 @@ protected:
 
 TEST_P(RegUnavailable, REG_UNAVAILABLE_WithoutDeviceRegistrationIsUnsupported) {
     if (devices_ > 0)
-        GTEST_SKIP() << "unsupported: backend '" << api->name << "' has " << devices_
-                     << " device(s); registration without a driver or device is checked where there is none";
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' has " << devices_
+                     << " device(s); registration without a driver or device is checked where there is none");
     XMC_EXPECT_REFUSED(XMC_ERR_UNSUPPORTED, reg(page(0), page_size(), 0), "reg_register");
     xmc_error_info e{};
     api->last_error(inst, &e);
@@ -573,7 +576,7 @@ TEST_P(RegUnavailable, REG_UNAVAILABLE_WithoutDeviceRegistrationIsUnsupported) {
 }
 
 TEST_P(RegUnavailable, REG_UNAVAILABLE_UnsupportedByTheDeviceIsReportedNeverPretended) {
-    if (devices_ == 0) GTEST_SKIP() << "no device: backend '" << api->name << "' reports no device";
+    if (devices_ == 0) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
     XMC_REQUIRE_FAULTS();
     ASSERT_EQ(control_->set_faults(control_->unsupported_register), 0);
     XMC_EXPECT_REFUSED(XMC_ERR_UNSUPPORTED, reg(page(0), page_size(), 0), "reg_register");
@@ -643,11 +646,10 @@ protected:
     void SetUp() override {
         BackendTest::SetUp();
         if (HasFatalFailure() || IsSkipped()) return;
-        XMC_REQUIRE_CAP(XMC_CAP_PIN_REGISTER);
         ASSERT_EQ(api->device_count(inst, &devices_), XMC_OK) << last_error();
         control_ = driver_control(api, &no_control_);
         if (control_) baseline_objects_ = control_->objects_besides_contexts();
-        if (devices_ == 0) GTEST_SKIP() << "no device: backend '" << api->name << "' reports no device";
+        if (devices_ == 0) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
     }
     xmc_pin_stats stats() {
         xmc_pin_stats s{};

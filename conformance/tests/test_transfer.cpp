@@ -337,7 +337,6 @@ protected:
     void SetUp() override {
         BackendTest::SetUp();
         if (HasFatalFailure() || IsSkipped()) return;
-        XMC_REQUIRE_CAP(XMC_CAP_TRANSFER);
         // A device backend with no device (no driver, or none found): its buffers would be device
         // memory, which is not there.
         const std::string name = api->name;
@@ -345,7 +344,7 @@ protected:
         int32_t n = 0;
         if (name != kHostReference && name.rfind("broken_", 0) != 0 && (api->capabilities & dev_caps) == dev_caps &&
             (api->device_count(inst, &n) != XMC_OK || n == 0))
-            GTEST_SKIP() << "no device: backend '" << name << "' reports no device, and its transfers move device memory";
+            XMC_SKIP(SkipKind::NoDevice, "backend '" << name << "' reports no device, and its transfers move device memory");
     }
 
     // Runs a case on every rank of the spec's groups; returns every rank's failures.
@@ -1031,7 +1030,7 @@ TEST_P(TransferTest, AFF_NO_HANG_TransportFailureOnOneRankReachesEveryRank) {
 // the receiver, and a sender waiting forever for its acknowledgement).
 TEST_P(TransferTest, AFF_NO_HANG_SenderOfAChunkTheReceiverRefusesReturns) {
     if (std::string(world().name()) == "threads" && uses_device_buffers(api, inst))
-        GTEST_SKIP() << "unsupported: ranks of one process with device buffers copy peer to peer: no message to refuse";
+        XMC_SKIP(SkipKind::Unsupported, "ranks of one process with device buffers copy peer to peer: no message to refuse");
     const int w = world().size();
     std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
     on_first[0] = on_second[1] = 65536;  // 256 KiB from rank 0 to rank 1, in 64 KiB chunks

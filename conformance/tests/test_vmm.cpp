@@ -435,7 +435,7 @@ FaultHook fault_hook(const xmc_backend *api, bool unmap, int k) {
         h.code = unmap ? 0x7ffffffe : 0x70000003;
         return h;
     }
-    h.why = "unsupported: backend '" + std::string(api->name) +
+    h.why = "backend '" + std::string(api->name) +
             "' has no way to fail a slot worker's driver call (no vmm_fail_* option, no fake driver with VMM faults)" +
             (why.empty() ? "" : "; " + why);
     return h;
@@ -448,13 +448,9 @@ protected:
     void SetUp() override {
         BackendTest::SetUp();
         if (HasFatalFailure() || IsSkipped()) return;
-        XMC_REQUIRE_CAP(XMC_CAP_VMM);
-        XMC_REQUIRE_CAP(XMC_CAP_STREAM);  // releases and remaps are stream-ordered
-        XMC_REQUIRE_CAP(XMC_CAP_COPY);    // slot bytes are read and written by copies
-        XMC_REQUIRE_CAP(XMC_CAP_PIN);     // remap sources are pinned
         int32_t devices = 0;
         ASSERT_EQ(api->device_count(inst, &devices), XMC_OK) << last_error();
-        if (devices == 0) GTEST_SKIP() << "no device: backend '" << api->name << "' reports no device";
+        if (devices == 0) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
         env_ = open_env("");
         ASSERT_NE(env_, nullptr);
     }
@@ -1179,7 +1175,7 @@ void expect_model_state(Env &v, const SlotModel &m, int slot, xmc_slot *s, const
 
 TEST_P(VmmTest, VMM_ASYNC_ERROR_FailedReleaseLeavesSlotMappedWithItsBytes) {
     const FaultHook h = fault_hook(api, true, 1);
-    if (!h.why.empty()) GTEST_SKIP() << h.why;
+    if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
     auto own = open_env(h.options);
     ASSERT_NE(own, nullptr);
     Env &v = *own;
@@ -1204,7 +1200,7 @@ TEST_P(VmmTest, VMM_ASYNC_ERROR_FailedReleaseLeavesSlotMappedWithItsBytes) {
 
 TEST_P(VmmTest, VMM_ASYNC_ERROR_FailedRemapRollsBackToReleased) {
     const FaultHook h = fault_hook(api, false, 1);
-    if (!h.why.empty()) GTEST_SKIP() << h.why;
+    if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
     auto own = open_env(h.options);
     ASSERT_NE(own, nullptr);
     Env &v = *own;
@@ -1232,7 +1228,7 @@ TEST_P(VmmTest, VMM_ASYNC_ERROR_FailedRemapRollsBackToReleased) {
 
 TEST_P(VmmTest, VMM_ASYNC_ERROR_FailedBatchRemapRollsBackEverySlot) {
     const FaultHook h = fault_hook(api, false, 2);
-    if (!h.why.empty()) GTEST_SKIP() << h.why;
+    if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
     auto own = open_env(h.options);
     ASSERT_NE(own, nullptr);
     Env &v = *own;
@@ -1261,7 +1257,7 @@ TEST_P(VmmTest, VMM_ASYNC_ERROR_FailedBatchRemapRollsBackEverySlot) {
 
 TEST_P(VmmTest, VMM_ASYNC_ERROR_RemapAfterAFailedReleaseFailsAndKeepsTheMapping) {
     const FaultHook h = fault_hook(api, true, 1);
-    if (!h.why.empty()) GTEST_SKIP() << h.why;
+    if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
     auto own = open_env(h.options);
     ASSERT_NE(own, nullptr);
     Env &v = *own;

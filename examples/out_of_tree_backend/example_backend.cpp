@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -41,9 +42,22 @@ std::map<uintptr_t, size_t>::iterator holding(uintptr_t a, size_t n) {
     return a >= it->first && n <= it->second && a - it->first <= it->second - n ? it : blocks.end();
 }
 
-xmc_status open(const xmc_open_params *, xmc_instance **out) { *out = new xmc_instance; return XMC_OK; }
+// CORE-INSTANCE: a NULL result, a structure older than ABI version 1's, and
+// any option (this backend has none) are refused; NULL params are the defaults.
+xmc_status open(const xmc_open_params *params, xmc_instance **out) {
+    if (!out) return XMC_ERR_INVALID_ARGUMENT;
+    if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
+        return XMC_ERR_INVALID_ARGUMENT;
+    if (params && params->options && params->options[0]) return XMC_ERR_INVALID_ARGUMENT;
+    *out = new xmc_instance;
+    return XMC_OK;
+}
 xmc_status close(xmc_instance *i) { delete i; return XMC_OK; }
-xmc_status device_count(xmc_instance *, int32_t *n) { *n = 0; return XMC_OK; }
+xmc_status device_count(xmc_instance *, int32_t *n) {
+    if (!n) return fail(XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "NULL result");
+    *n = 0;
+    return XMC_OK;
+}
 xmc_status device_info(xmc_instance *, int32_t, xmc_device_info *) {
     return fail(XMC_ERR_NO_DEVICE, 0, "device_info", "this backend has no device");
 }

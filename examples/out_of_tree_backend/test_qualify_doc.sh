@@ -35,7 +35,7 @@ check() {
 check "list-backends shows the example's declared capability" '^example +1.0 +caps=pin ' "$WORK/workflow.log"
 check "the example qualifies: every must-pass requirement passed" 'failed:0' "$WORK/results/summary.txt"
 check "the package holds the report" 'id="summary"' "$WORK/results/report.html"
-check "the must-pass list is model + pin" '^# lists: model pin$' "$WORK/results/mustpass.txt"
+check "the must-pass list is model + always + pin" '^# lists: model always pin$' "$WORK/results/mustpass.txt"
 check "a waiver of a passing requirement fails the run" 'PIN-THREADS +failed +unexpected pass' "$WORK/workflow.log"
 check "the waiver file is in that package" '^PIN-THREADS	example	\*	known race' "$WORK/results-waived/waivers.tsv"
 check "xmc verify accepts the package" "$WORK/results: complete and consistent" "$WORK/workflow.log"
