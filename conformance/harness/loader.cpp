@@ -2,6 +2,8 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <cstring>
+#include <algorithm>
 #include <unistd.h>
 
 #include <climits>
@@ -42,6 +44,12 @@ std::vector<std::string> backend_search_dirs() {
 }
 
 static bool is_file(const std::string &p) { return access(p.c_str(), R_OK) == 0; }
+
+// ABI version 1's table: a 32-byte header, then 42 entry points, transfer_execute last. An entry
+// point inserted into the middle of the list in <xmc/backend.h> (instead of appended) would move
+// the members after it, and every backend built before would be called at the wrong member.
+static_assert(offsetof(xmc_backend, open) == 32 && offsetof(xmc_backend, transfer_execute) == 32 + 41 * sizeof(void *),
+              "the entry points of ABI version 1 moved: append new ones at the end (<xmc/backend.h>)");
 
 const LoadedBackend *load_backend(const std::string &spec, std::string *error) {
     static std::mutex mu;
@@ -85,9 +93,30 @@ const LoadedBackend *load_backend(const std::string &spec, std::string *error) {
         return nullptr;
     }
     auto lb = std::make_unique<LoadedBackend>();
+    // An older backend filled fewer members (ABI: struct_size); the rest read as NULL, never as
+    // whatever follows its table in memory.
+    std::memcpy(&lb->table, api, std::min<size_t>(api->struct_size, sizeof lb->table));
+    // Every entry point of a declared capability's group is there (the list in <xmc/backend.h>):
+    // a NULL one would be called by the tests of a requirement the backend claims.
+    std::string missing;
+#define XMC_CHECK_ENTRY_(kind, ret, name, params) \
+    if (!lb->table.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
+#define XMC_CHECK_GROUP_(group)                                                            \
+    if ((lb->table.capabilities & (XMC_GROUP_CAPABILITY_##group)) == (XMC_GROUP_CAPABILITY_##group)) { \
+        XMC_ENTRIES_##group(XMC_CHECK_ENTRY_)                                              \
+    }
+    XMC_ENTRY_GROUPS(XMC_CHECK_GROUP_)
+#undef XMC_CHECK_GROUP_
+#undef XMC_CHECK_ENTRY_
+    if (!missing.empty()) {
+        if (error) *error = path + ": backend " + api->name + " declares capabilities " + caps_to_string(api->capabilities) +
+                            " but its table leaves NULL: " + missing;
+        dlclose(h);
+        return nullptr;
+    }
     lb->spec = spec;
     lb->path = path;
-    lb->api = api;
+    lb->api = &lb->table;
     lb->handle = h;  // kept open for the process's life: tables point into it
     return (cache[spec] = std::move(lb)).get();
 }

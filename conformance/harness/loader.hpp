@@ -11,7 +11,8 @@ namespace xmc::conformance {
 struct LoadedBackend {
     std::string spec;          // what the user named: "host" or a path
     std::string path;          // the library actually loaded
-    const xmc_backend *api = nullptr;
+    const xmc_backend *api = nullptr;  // points at `table`
+    xmc_backend table{};  // the backend's table; members beyond its struct_size are NULL
     void *handle = nullptr;
 
     bool has(xmc_caps cap) const { return api && (api->capabilities & cap) == cap; }

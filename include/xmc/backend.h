@@ -273,90 +273,134 @@ typedef struct xmc_transfer_stats {
     uint64_t staging_peak;    /* largest staging used for one peer direction */
 } xmc_transfer_stats;
 
+/* ---- the entry points, listed once ---------------------------------------
+ *
+ * Every entry point of the table is one line below, X(kind, return type,
+ * name, (parameters)), in groups by the capability that brings it; the table
+ * (xmc_backend), the in-tree backends' declarations and table filling, and the
+ * runner's and backends' checks of the table are all generated from these
+ * lists. kind I: takes the instance first and returns an xmc_status (the
+ * in-tree backends refuse a NULL, closed or foreign instance with
+ * XMC_ERR_INVALID_HANDLE before the call runs); kind P: any other.
+ *
+ * ABI order: the table's members follow XMC_ENTRY_GROUPS, group by group, so
+ * a new entry point goes at the end of the last group, or into a new group
+ * appended to XMC_ENTRY_GROUPS (with its capability in XMC_GROUP_CAPABILITY);
+ * never into the middle, where it would move the members after it. */
+
+/* (always) an instance and its devices */
+#define XMC_ENTRIES_INSTANCE(X)                                                                 \
+    /* params may be NULL (defaults); *out is set only on success */                            \
+    X(P, xmc_status, open, (const xmc_open_params *params, xmc_instance **out))                 \
+    X(I, xmc_status, close, (xmc_instance *inst))                                               \
+    X(I, xmc_status, device_count, (xmc_instance *inst, int32_t *count))                        \
+    X(I, xmc_status, device_info, (xmc_instance *inst, int32_t index, xmc_device_info *out))
+
+/* (always) errors: last_error copies the calling thread's last error on this
+ * instance (all zero, XMC_OK, if none); status_name names any status value */
+#define XMC_ENTRIES_ERRORS(X)                                                                   \
+    X(P, void, last_error, (xmc_instance *inst, xmc_error_info *out))                           \
+    X(P, const char *, status_name, (xmc_status status))
+
+/* pin: page-locked blocks in one process-wide registry */
+#define XMC_ENTRIES_PIN(X)                                                                      \
+    X(I, xmc_status, pin_alloc,                                                                 \
+      (xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out)) \
+    X(I, xmc_status, pin_free, (xmc_instance *inst, void *base))                                \
+    X(I, xmc_status, pin_query, (xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out)) \
+    X(I, xmc_status, pin_stats, (xmc_instance *inst, xmc_pin_stats *out))
+
+/* pin_refs: the allocation holds one owner reference, dropped by pin_free;
+ * pin_ref/pin_unref take and drop extra references through any interior
+ * address. The block is released when no reference is left. */
+#define XMC_ENTRIES_PIN_REFS(X)                                                                 \
+    X(I, xmc_status, pin_ref, (xmc_instance *inst, const void *addr))                           \
+    X(I, xmc_status, pin_unref, (xmc_instance *inst, const void *addr))
+
+/* register: existing host memory made device-accessible at the same address */
+#define XMC_ENTRIES_REGISTER(X)                                                                 \
+    X(I, xmc_status, reg_register,                                                              \
+      (xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags, xmc_reg_info *out)) \
+    X(I, xmc_status, reg_unregister, (xmc_instance *inst, void *base))                          \
+    X(I, xmc_status, reg_query, (xmc_instance *inst, const void *addr, xmc_reg_info *out))      \
+    X(P, xmc_reg_align_policy, reg_align_policy, (xmc_instance *inst))
+
+/* stream: in-order queues with events and host callbacks; device memory */
+#define XMC_ENTRIES_STREAM(X)                                                                   \
+    X(I, xmc_status, stream_create, (xmc_instance *inst, int32_t device, xmc_stream **out))     \
+    X(I, xmc_status, stream_destroy, (xmc_instance *inst, xmc_stream *s))                       \
+    X(I, xmc_status, stream_synchronize, (xmc_instance *inst, xmc_stream *s))                   \
+    X(I, xmc_status, event_create, (xmc_instance *inst, int32_t device, xmc_event **out))       \
+    X(I, xmc_status, event_destroy, (xmc_instance *inst, xmc_event *e))                         \
+    X(I, xmc_status, event_record, (xmc_instance *inst, xmc_event *e, xmc_stream *s))           \
+    X(I, xmc_status, event_synchronize, (xmc_instance *inst, xmc_event *e))                     \
+    X(I, xmc_status, stream_wait_event, (xmc_instance *inst, xmc_stream *s, xmc_event *e))      \
+    X(I, xmc_status, host_callback, (xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user)) \
+    X(I, xmc_status, dev_alloc, (xmc_instance *inst, int32_t device, size_t bytes, void **out)) \
+    X(I, xmc_status, dev_free, (xmc_instance *inst, void *ptr))
+
+/* copy: a 1-, 2- or 3-D strided copy enqueued on a stream */
+#define XMC_ENTRIES_COPY(X)                                                                     \
+    X(I, xmc_status, copy, (xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s))
+
+/* vmm: fixed-address slots. request_launch_copy starts the deferred copy of
+ * slot `index` of a remap request on `s`, after the remap itself; a second
+ * launch for one slot is XMC_ERR_BUSY. request_stream_wait makes `s` wait
+ * for the request's reload copies (VMM-EVENT-WAIT). */
+#define XMC_ENTRIES_VMM(X)                                                                      \
+    X(I, xmc_status, slot_create,                                                               \
+      (xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info))   \
+    X(I, xmc_status, slot_release, (xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out)) \
+    X(I, xmc_status, slot_remap,                                                                \
+      (xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *host_src, size_t src_bytes, \
+       uint32_t flags, xmc_request **out))                                                      \
+    X(I, xmc_status, slot_release_batch,                                                        \
+      (xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s, xmc_request **out)) \
+    X(I, xmc_status, slot_remap_batch,                                                          \
+      (xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,                     \
+       const void *const *host_srcs, const size_t *src_bytes, uint32_t flags, xmc_request **out)) \
+    X(I, xmc_status, request_launch_copy, (xmc_instance *inst, xmc_request *r, uint32_t index, xmc_stream *s)) \
+    X(I, xmc_status, request_wait, (xmc_instance *inst, xmc_request *r, uint32_t timeout_ms))   \
+    X(I, xmc_status, request_adopt, (xmc_instance *inst, xmc_request *r))                       \
+    X(I, xmc_status, request_query, (xmc_instance *inst, xmc_request *r, xmc_request_info *out)) \
+    X(I, xmc_status, request_stream_wait, (xmc_instance *inst, xmc_request *r, xmc_stream *s))  \
+    X(I, xmc_status, request_destroy, (xmc_instance *inst, xmc_request *r))                     \
+    X(I, xmc_status, slot_close, (xmc_instance *inst, xmc_slot *slot))                          \
+    X(I, xmc_status, device_free_memory,                                                        \
+      (xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes))
+
+/* transfer: execute one rank's part of an affine transfer plan */
+#define XMC_ENTRIES_TRANSFER(X)                                                                 \
+    X(I, xmc_status, transfer_execute,                                                          \
+      (xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats))
+
+/* The groups in table order, and the capability whose declaration requires a
+ * group's entry points to be filled (0: every backend fills them). */
+#define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER)
+#define XMC_GROUP_CAPABILITY_INSTANCE 0
+#define XMC_GROUP_CAPABILITY_ERRORS 0
+#define XMC_GROUP_CAPABILITY_PIN XMC_CAP_PIN
+#define XMC_GROUP_CAPABILITY_PIN_REFS XMC_CAP_PIN_REFS
+#define XMC_GROUP_CAPABILITY_REGISTER XMC_CAP_REGISTER
+#define XMC_GROUP_CAPABILITY_STREAM XMC_CAP_STREAM
+#define XMC_GROUP_CAPABILITY_COPY XMC_CAP_COPY
+#define XMC_GROUP_CAPABILITY_VMM XMC_CAP_VMM
+#define XMC_GROUP_CAPABILITY_TRANSFER XMC_CAP_TRANSFER
+
 /* ---- the table --------------------------------------------------------- */
+#define XMC_TABLE_MEMBER_(kind, ret, name, params) ret (*name) params;
+#define XMC_TABLE_GROUP_(group) XMC_ENTRIES_##group(XMC_TABLE_MEMBER_)
 typedef struct xmc_backend {
     uint32_t abi_version;   /* XMC_ABI_VERSION */
     uint32_t struct_size;   /* sizeof(xmc_backend) as the backend was built */
     const char *name;
     const char *version;
     xmc_caps capabilities;
-
-    /* always */
-    xmc_status (*open)(const xmc_open_params *params, xmc_instance **out);
-    xmc_status (*close)(xmc_instance *inst);
-    xmc_status (*device_count)(xmc_instance *inst, int32_t *count);
-    xmc_status (*device_info)(xmc_instance *inst, int32_t index, xmc_device_info *out);
-    /* copies the calling thread's last error on this instance; XMC_OK if none */
-    void (*last_error)(xmc_instance *inst, xmc_error_info *out);
-    const char *(*status_name)(xmc_status status);
-
-    /* pin */
-    xmc_status (*pin_alloc)(xmc_instance *inst, size_t bytes, size_t alignment,
-                            int32_t device, xmc_pin_result *out);
-    xmc_status (*pin_free)(xmc_instance *inst, void *base);
-    xmc_status (*pin_query)(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out);
-    xmc_status (*pin_stats)(xmc_instance *inst, xmc_pin_stats *out);
-
-    /* pin_refs: the allocation holds one owner reference, dropped by pin_free;
-     * pin_ref/pin_unref take and drop extra references through any interior
-     * address. The block is released when no reference is left. */
-    xmc_status (*pin_ref)(xmc_instance *inst, const void *addr);
-    xmc_status (*pin_unref)(xmc_instance *inst, const void *addr);
-
-    /* register */
-    xmc_status (*reg_register)(xmc_instance *inst, void *addr, size_t bytes, int32_t device,
-                               uint32_t flags, xmc_reg_info *out);
-    xmc_status (*reg_unregister)(xmc_instance *inst, void *base);
-    xmc_status (*reg_query)(xmc_instance *inst, const void *addr, xmc_reg_info *out);
-    xmc_reg_align_policy (*reg_align_policy)(xmc_instance *inst);
-
-    /* stream */
-    xmc_status (*stream_create)(xmc_instance *inst, int32_t device, xmc_stream **out);
-    xmc_status (*stream_destroy)(xmc_instance *inst, xmc_stream *s);
-    xmc_status (*stream_synchronize)(xmc_instance *inst, xmc_stream *s);
-    xmc_status (*event_create)(xmc_instance *inst, int32_t device, xmc_event **out);
-    xmc_status (*event_destroy)(xmc_instance *inst, xmc_event *e);
-    xmc_status (*event_record)(xmc_instance *inst, xmc_event *e, xmc_stream *s);
-    xmc_status (*event_synchronize)(xmc_instance *inst, xmc_event *e);
-    xmc_status (*stream_wait_event)(xmc_instance *inst, xmc_stream *s, xmc_event *e);
-    xmc_status (*host_callback)(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user);
-    xmc_status (*dev_alloc)(xmc_instance *inst, int32_t device, size_t bytes, void **out);
-    xmc_status (*dev_free)(xmc_instance *inst, void *ptr);
-
-    /* copy */
-    xmc_status (*copy)(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s);
-
-    /* vmm */
-    xmc_status (*slot_create)(xmc_instance *inst, int32_t device, size_t bytes,
-                              xmc_slot **out, xmc_slot_info *info);
-    xmc_status (*slot_release)(xmc_instance *inst, xmc_slot *slot, xmc_stream *s,
-                               xmc_request **out);
-    xmc_status (*slot_remap)(xmc_instance *inst, xmc_slot *slot, xmc_stream *s,
-                             const void *host_src, size_t src_bytes, uint32_t flags,
-                             xmc_request **out);
-    xmc_status (*slot_release_batch)(xmc_instance *inst, xmc_slot *const *slots, size_t n,
-                                     xmc_stream *s, xmc_request **out);
-    xmc_status (*slot_remap_batch)(xmc_instance *inst, xmc_slot *const *slots, size_t n,
-                                   xmc_stream *s, const void *const *host_srcs,
-                                   const size_t *src_bytes, uint32_t flags, xmc_request **out);
-    /* start the deferred copy of slot `index` of a remap request on `s`; waits
-     * for the remap itself first; a second launch for one slot is XMC_ERR_BUSY */
-    xmc_status (*request_launch_copy)(xmc_instance *inst, xmc_request *r, uint32_t index,
-                                      xmc_stream *s);
-    xmc_status (*request_wait)(xmc_instance *inst, xmc_request *r, uint32_t timeout_ms);
-    xmc_status (*request_adopt)(xmc_instance *inst, xmc_request *r);
-    xmc_status (*request_query)(xmc_instance *inst, xmc_request *r, xmc_request_info *out);
-    /* make `s` wait for the request's reload copies (VMM-EVENT-WAIT) */
-    xmc_status (*request_stream_wait)(xmc_instance *inst, xmc_request *r, xmc_stream *s);
-    xmc_status (*request_destroy)(xmc_instance *inst, xmc_request *r);
-    xmc_status (*slot_close)(xmc_instance *inst, xmc_slot *slot);
-    xmc_status (*device_free_memory)(xmc_instance *inst, int32_t device, uint64_t *free_bytes,
-                                     uint64_t *total_bytes);
-
-    /* transfer */
-    xmc_status (*transfer_execute)(xmc_instance *inst, const xmc_transfer_args *args,
-                                   xmc_transfer_stats *stats);
+    /* one member per entry point, in the order of the lists above */
+    XMC_ENTRY_GROUPS(XMC_TABLE_GROUP_)
 } xmc_backend;
+#undef XMC_TABLE_GROUP_
+#undef XMC_TABLE_MEMBER_
 
 typedef const xmc_backend *(*xmc_backend_entry_fn)(uint32_t runner_abi_version);
 

@@ -33,12 +33,13 @@ const char *status_name(xmc_status s);
 // address can be reused by a later open; it then names that new instance.)
 bool instance_live(const xmc_instance *inst);
 
-// Wraps every entry point of a filled table that takes an instance so that a
-// NULL, closed or foreign instance is refused with XMC_ERR_INVALID_HANDLE
-// before the backend's function runs (there is then no live instance to
-// record the detail on). Called once per library, by its xmc_backend_entry.
-// open, last_error (which checks itself), status_name and reg_align_policy
-// (which returns no status) are left as they are.
+// Wraps every entry point of a filled table that takes an instance and returns
+// a status (kind I in <xmc/backend.h>) so that a NULL, closed or foreign
+// instance is refused with XMC_ERR_INVALID_HANDLE before the backend's function
+// runs (there is then no live instance to record the detail on). Called once
+// per library, by its xmc_backend_entry. The entries of kind P (open,
+// last_error, which checks itself, status_name, reg_align_policy) are left as
+// they are.
 void guard_table(xmc_backend &table);
 
 } // namespace xmc::be

@@ -14,7 +14,7 @@
 
 namespace xmc::ze {
 
-static xmc_status open(const xmc_open_params *params, xmc_instance **out) {
+xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     if (!out) return XMC_ERR_INVALID_ARGUMENT;
     // Every member of ABI version 1 must be there (a smaller struct_size would
     // make `options` a read past the caller's structure); larger is a newer caller.
@@ -51,7 +51,7 @@ static xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     return XMC_OK;
 }
 
-static xmc_status close(xmc_instance *inst) {
+xmc_status close(xmc_instance *inst) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
     auto *in = static_cast<Instance *>(inst);
     // Slots first: their copies and stream points need the streams.
@@ -82,13 +82,13 @@ static xmc_status close(xmc_instance *inst) {
     return XMC_OK;
 }
 
-static xmc_status device_count(xmc_instance *inst, int32_t *count) {
+xmc_status device_count(xmc_instance *inst, int32_t *count) {
     if (!count) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "device_count: NULL result");
     *count = static_cast<int32_t>(Driver::get().devices.size());  // 0 without a usable driver
     return XMC_OK;
 }
 
-static xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out) {
+xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_info", "device_info: NULL result");
     Driver &d = Driver::get();
     if (!d.usable)
@@ -110,53 +110,14 @@ void fill_table(xmc_backend &t) {
     t.abi_version = XMC_ABI_VERSION;
     t.struct_size = sizeof(xmc_backend);
     t.name = "level_zero";
-    t.version = "0.1.0";
+    t.version = "0.2.0";
     // Declared whatever the driver: a missing loader, device, extension or
     // entry point is reported by the calls (unsupported), never by hiding the
     // capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER | XMC_CAP_STREAM |
                      XMC_CAP_COPY | XMC_CAP_VMM;
-    t.open = open;
-    t.close = close;
-    t.device_count = device_count;
-    t.device_info = device_info;
-    t.last_error = be::last_error;
-    t.status_name = be::status_name;
-    t.pin_alloc = pin_alloc;
-    t.pin_free = pin_free;
-    t.pin_query = pin_query;
-    t.pin_stats = pin_stats;
-    t.pin_ref = pin_ref;
-    t.pin_unref = pin_unref;
-    t.reg_register = reg_register;
-    t.reg_unregister = reg_unregister;
-    t.reg_query = reg_query;
-    t.reg_align_policy = reg_align_policy;
-    t.stream_create = stream_create;
-    t.stream_destroy = stream_destroy;
-    t.stream_synchronize = stream_synchronize;
-    t.event_create = event_create;
-    t.event_destroy = event_destroy;
-    t.event_record = event_record;
-    t.event_synchronize = event_synchronize;
-    t.stream_wait_event = stream_wait_event;
-    t.host_callback = host_callback;
-    t.dev_alloc = dev_alloc;
-    t.dev_free = dev_free;
-    t.copy = copy;
-    t.slot_create = slot_create;
-    t.slot_release = slot_release;
-    t.slot_remap = slot_remap;
-    t.slot_release_batch = slot_release_batch;
-    t.slot_remap_batch = slot_remap_batch;
-    t.request_launch_copy = request_launch_copy;
-    t.request_wait = request_wait;
-    t.request_adopt = request_adopt;
-    t.request_query = request_query;
-    t.request_stream_wait = request_stream_wait;
-    t.request_destroy = request_destroy;
-    t.slot_close = slot_close;
-    t.device_free_memory = device_free_memory;
+    XMC_ZE_GROUPS(XMC_FILL_GROUP)
+    XMC_FILL_ERRORS(t)
 }
 
 } // namespace xmc::ze

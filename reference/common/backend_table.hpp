@@ -1,0 +1,23 @@
+// The in-tree backends' side of the one list of entry points (<xmc/backend.h>):
+// each backend names the groups it implements, once, and gets from the list
+// the declarations of its functions and the filling of its table.
+//
+//   // in the backend's header, inside its namespace:
+//   #define XMC_HOST_GROUPS(G) G(INSTANCE) G(PIN) ... G(TRANSFER)
+//   XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
+//   // in its fill_table:
+//   XMC_HOST_GROUPS(XMC_FILL_GROUP)  XMC_FILL_ERRORS(t)
+//
+// The ERRORS group (last_error, status_name) is the same for every in-tree
+// backend (errors.hpp), so it is filled from xmc::be, never declared again.
+#pragma once
+#include "errors.hpp"
+
+#define XMC_DECLARE_ENTRY_(kind, ret, name, params) ret name params;
+#define XMC_DECLARE_GROUP(group) XMC_ENTRIES_##group(XMC_DECLARE_ENTRY_)
+
+// Inside a function with `xmc_backend &t` in scope, the backend's namespace open.
+#define XMC_FILL_ENTRY_(kind, ret, name, params) t.name = name;
+#define XMC_FILL_GROUP(group) XMC_ENTRIES_##group(XMC_FILL_ENTRY_)
+#define XMC_FILL_ERRORS_ENTRY_(kind, ret, name, params) t.name = ::xmc::be::name;
+#define XMC_FILL_ERRORS(t) XMC_ENTRIES_ERRORS(XMC_FILL_ERRORS_ENTRY_)
