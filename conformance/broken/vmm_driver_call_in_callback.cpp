@@ -8,8 +8,18 @@
 // handing it to a worker. A real driver may refuse those calls
 // (CUDA_ERROR_NOT_PERMITTED); where it does not, the stream is held.
 #include "broken.hpp"
+#include "vmm_steps.hpp"
 
 namespace xmc::broken {
-void plant(xmc_backend &) { xmc::host::vmm_seams().work_on_callback_thread = true; }
+using namespace xmc::host;
+// On the stream's callback thread: waits until the request is ready and runs it there.
+static void work_in_callback(xmc_instance *inst, const std::shared_ptr<Vmm> &vp, const std::shared_ptr<Request> &r) {
+    Vmm &v = *vp;
+    std::unique_lock<std::mutex> lock(v.mu);
+    r->fired = true;
+    v.cv.wait(lock, [&] { return be::ready(*r); });
+    run(inst, v, r);
+}
+void plant(xmc_backend &) { vmm_steps().stream_point = work_in_callback; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_driver_call_in_callback")

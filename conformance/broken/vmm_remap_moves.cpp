@@ -10,8 +10,35 @@
 // address after a remap (only VMM-CREATE and VMM-RELEASE-ORDER never remap);
 // VMM-STABLE is the one that names it.
 #include "broken.hpp"
+#include "vmm_steps.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 namespace xmc::broken {
-void plant(xmc_backend &) { xmc::host::vmm_seams().remap_moves_slot = true; }
+using namespace xmc::host;
+// A worker's remap maps the memfd wherever mmap puts it (no MAP_FIXED) and the
+// slot takes that address; slot_create's first mapping is still at the slot's.
+static int map_anywhere(Vmm &v, Slot &s, bool counted) {
+    if (!counted) return host::map_backing(v, s, counted);
+    if (!take_device_memory(s.size)) return ENOMEM;
+    const int fd = memfd_create("xmc-slot", MFD_CLOEXEC);
+    int err = fd < 0 ? errno : 0;
+    if (!err && ftruncate(fd, static_cast<off_t>(s.size)) != 0) err = errno;
+    if (!err && ++v.maps == v.fail_map) err = ENOMEM;  // the test-only fault injection, as the reference
+    void *p = err ? MAP_FAILED : mmap(nullptr, s.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (!err && p == MAP_FAILED) err = errno;
+    if (err) {
+        if (fd >= 0) ::close(fd);
+        give_device_memory(s.size);
+        return err;
+    }
+    s.addr = reinterpret_cast<uintptr_t>(p);
+    s.fd = fd;
+    return 0;
+}
+void plant(xmc_backend &) { vmm_steps().map_backing = map_anywhere; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_remap_moves")

@@ -58,15 +58,5 @@ std::shared_ptr<Vmm> vmm_create();
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // Before the instance goes: waits for every slot's work, frees the slots, joins the workers.
 void vmm_close(Instance *in);
-// Self-test only (conformance/broken/vmm_*.cpp): three decisions inside the
-// slot code that the seed's bugs got wrong, for a broken backend to plant one.
-// The reference never sets them.
-struct VmmSeams {
-    bool serial_remap_blocks_worker = false;  // the serial worker waits on a remap's release instead of passing over it
-    bool close_skips_copy_wait = false;       // close unmaps while copies into the slot still run
-    bool work_on_callback_thread = false;     // the stream callback does the driver work itself
-    bool remap_moves_slot = false;            // a remap maps its fresh memory wherever mmap puts it
-};
-VmmSeams &vmm_seams();
 
 } // namespace xmc::host

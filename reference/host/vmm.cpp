@@ -17,8 +17,7 @@
 // The "device" is the host: kDeviceBytes of memory that the slots' backing
 // draws from, reported by device_free_memory. Everything below runs under one
 // lock per instance, except the copies, which the streams run.
-#include "host.hpp"
-#include "slot_book.hpp"
+#include "vmm_steps.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -41,6 +40,8 @@ constexpr uint64_t kDeviceBytes = uint64_t{1} << 30;  // the host device's memor
 std::mutex g_device_mu;
 uint64_t g_device_used = 0;
 
+} // namespace
+
 bool take_device_memory(size_t n) {
     std::lock_guard<std::mutex> lock(g_device_mu);
     if (kDeviceBytes - g_device_used < n) return false;
@@ -53,29 +54,9 @@ void give_device_memory(size_t n) {
     g_device_used -= n;
 }
 
-using be::CopyState;
-
-struct Request;
-
-struct Slot : be::SlotBase<Request> {
-    uintptr_t addr = 0;
-    int fd = -1;  // the memfd mapped now, or -1 while released
-};
-
-struct Request : be::RequestBase<Slot> {};
-
-} // namespace
-
-// Slots, requests and workers: the shared book (slot_book.hpp), and the
-// host's fault injection.
-struct Vmm : be::SlotBook<Slot, Request> {
-    uint64_t fail_map = 0, fail_unmap = 0;  // test only: the K-th worker map / unmap fails (VMM-ASYNC-ERROR)
-    uint64_t maps = 0, unmaps = 0;          // worker maps and unmaps so far
-};
-
-VmmSeams &vmm_seams() {
-    static VmmSeams seams;
-    return seams;
+VmmSteps &vmm_steps() {
+    static VmmSteps steps{map_backing, worker, stream_point, close_wait};
+    return steps;
 }
 
 std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
@@ -92,27 +73,21 @@ bool vmm_option(Instance *in, const std::string &key, const std::string &value, 
 }
 
 namespace {
-
 Vmm &vmm_of(xmc_instance *inst) { return *static_cast<Instance *>(inst)->vmm; }
+} // namespace
 
 // ---- the host "driver": physical memory of a slot -------------------------
 
-// Fresh memory at the slot's address. `counted`: a worker's map, which the
-// test-only fault injection may fail (the injected failure comes after the
-// memfd exists, so its undoing is exercised too).
+// Fresh memory at the slot's address. The injected failure (a test-only open
+// option) comes after the memfd exists, so its undoing is exercised too.
 int map_backing(Vmm &v, Slot &s, bool counted) {
     if (!take_device_memory(s.size)) return ENOMEM;
     const int fd = memfd_create("xmc-slot", MFD_CLOEXEC);
     int err = fd < 0 ? errno : 0;
     if (!err && ftruncate(fd, static_cast<off_t>(s.size)) != 0) err = errno;
     if (!err && counted && ++v.maps == v.fail_map) err = ENOMEM;
-    if (!err && counted && vmm_seams().remap_moves_slot) {
-        // Planted bug (self-test only): no MAP_FIXED, so the slot moves.
-        void *p = mmap(nullptr, s.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (p == MAP_FAILED) err = errno;
-        else s.addr = reinterpret_cast<uintptr_t>(p);
-    } else if (!err && mmap(reinterpret_cast<void *>(s.addr), s.size, PROT_READ | PROT_WRITE,
-                            MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED)
+    if (!err && mmap(reinterpret_cast<void *>(s.addr), s.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
+                     0) == MAP_FAILED)
         err = errno;
     if (err) {
         if (fd >= 0) ::close(fd);
@@ -122,6 +97,8 @@ int map_backing(Vmm &v, Slot &s, bool counted) {
     s.fd = fd;
     return 0;
 }
+
+namespace {
 
 // PROT_NONE back over the range in one step, then the memfd goes (its memory
 // with it: the mapping was its last user).
@@ -167,7 +144,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
                       "the release this remap waited for failed; slot still holds its old mapping");
             break;
         }
-        if (int err = map_backing(v, *s, true)) {
+        if (int err = vmm_steps().map_backing(v, *s, true)) {
             r->record(XMC_ERR_DRIVER, err, errno_text("memfd mmap(MAP_FIXED)", *s, err));
             break;
         }
@@ -185,6 +162,8 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     for (const auto &s : r->slots) --s->jobs;
 }
 
+} // namespace
+
 void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     if (r->remap) run_remap(inst, v, r);
     else run_release(v, *r);
@@ -192,44 +171,31 @@ void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     v.cv.notify_all();
 }
 
-void worker_loop(xmc_instance *inst, Vmm *v) {
-    std::unique_lock<std::mutex> lock(v->mu);
-    for (;;) {
-        std::shared_ptr<Request> r;
-        if (vmm_seams().serial_remap_blocks_worker && v->workers == 1 && !v->jobs.empty()) {
-            // Planted bug (self-test only): the serial worker takes the next
-            // request and waits for it to become ready, holding the queue.
-            r = v->jobs.front();
-            v->jobs.pop_front();
-            v->cv.wait(lock, [&] { return be::ready(*r); });
-        } else if (!(r = be::take_ready(*v))) {
-            if (v->stop && v->jobs.empty()) return;
-            v->cv.wait(lock);
-            continue;
-        }
-        run(inst, *v, r);
-    }
-}
-
-void start_workers(xmc_instance *inst, Vmm &v) {
-    if (!v.threads.empty()) return;
-    for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
+void worker(xmc_instance *inst, Vmm *v) {
+    be::work(*v, [&](const std::shared_ptr<Request> &r) { run(inst, *v, r); });
 }
 
 // The stream reached the request: hand it to the workers, and nothing else
 // (VMM-CALLBACK: a driver call here may be refused, or stall the stream).
-void on_stream_point(xmc_instance *inst, const std::shared_ptr<Vmm> &vp, const std::shared_ptr<Request> &r) {
+void stream_point(xmc_instance *, const std::shared_ptr<Vmm> &vp, const std::shared_ptr<Request> &r) {
     Vmm &v = *vp;
-    std::unique_lock<std::mutex> lock(v.mu);
+    std::lock_guard<std::mutex> lock(v.mu);
     r->fired = true;
-    if (vmm_seams().work_on_callback_thread) {
-        // Planted bug (self-test only): the callback does the work itself.
-        v.cv.wait(lock, [&] { return be::ready(*r); });
-        run(inst, v, r);
-        return;
-    }
     v.jobs.push_back(r);
     v.cv.notify_all();
+}
+
+// Nothing may unmap a slot while a worker still runs one of its requests or a
+// stream still copies into it (VMM-CLOSE: a copy into unmapped memory).
+void close_wait(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s) {
+    v.cv.wait(lock, [&] { return s.jobs == 0 && s.copies == 0; });
+}
+
+namespace {
+
+void start_workers(xmc_instance *inst, Vmm &v) {
+    if (!v.threads.empty()) return;
+    for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(vmm_steps().worker, inst, &v);
 }
 
 // Enqueues the reload copy of slot i of r on `stream`. Caller holds v.mu.
@@ -263,7 +229,8 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     std::shared_ptr<Request> r;
     if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
     std::shared_ptr<Vmm> vp = static_cast<Instance *>(inst)->vmm;
-    if (xmc_status st = enqueue(inst, stream, call, [inst, vp, r] { on_stream_point(inst, vp, r); }); st != XMC_OK)
+    if (xmc_status st = enqueue(inst, stream, call, [inst, vp, r] { vmm_steps().stream_point(inst, vp, r); });
+        st != XMC_OK)
         return st;  // the stream: the one refusal known only now, before any change
     be::commit(v, r, out);
     return XMC_OK;
@@ -298,7 +265,7 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     if (s->addr > raw) munmap(p, s->addr - raw);
     munmap(reinterpret_cast<void *>(s->addr + s->size), raw + kGranularity - s->addr);
     Vmm &v = vmm_of(inst);
-    if (int err = map_backing(v, *s, false)) {
+    if (int err = vmm_steps().map_backing(v, *s, false)) {
         munmap(reinterpret_cast<void *>(s->addr), s->size);
         return be::fail(inst, err == ENOMEM ? XMC_ERR_OUT_OF_MEMORY : XMC_ERR_DRIVER, err, "slot_create",
                         "slot_create: mapping %zu bytes of device memory: %s", s->size, std::strerror(err));
@@ -394,8 +361,7 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
 // Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE).
 // Caller holds v.mu; the slot has left the handle map.
 static void close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s) {
-    const bool skip_copies = vmm_seams().close_skips_copy_wait;  // planted bug (self-test only)
-    v.cv.wait(lock, [&] { return s.jobs == 0 && (skip_copies || s.copies == 0); });
+    vmm_steps().close_wait(v, lock, s);
     munmap(reinterpret_cast<void *>(s.addr), s.size);
     if (s.fd >= 0) {
         ::close(s.fd);
