@@ -1,26 +1,25 @@
-// libFuzzer harness: the fault-script parsers of both fakes (SPEC 7).
-//  - fakes/cuda: xmc_fake::parse_fault_script (fake_cuda_internal.h; grammar in
-//    fake_cuda_control.h: ACTION:ENTRY:ARG[@K[+]]), and the exported
-//    xmc_fake_cuda_set_faults / xmc_fake_cuda_last_error it backs;
-//  - fakes/level_zero: parse_script, file-local to fake_ze_state.cpp, which is compiled
-//    into this harness (grammar in fake_ze_control.h: entry:when:action), and the
-//    exported xmc_fake_ze_set_faults / xmc_fake_ze_fault_error.
-// Every input goes to both parsers. Properties, any breach traps: an input is accepted
-// or refused with a non-empty message and no rules; accepted rules respect the grammar's
-// limits; the C API agrees with the parser; parsing is deterministic; and accepted
-// rules written back in the grammar (the harness's own writer: the fakes have none)
-// parse to the same rules.
+// libFuzzer harness: the fault-script parser both fakes share (fakes/common/, grammar in
+// fakes/README.md), with each fake's dialect (xmc_fake::fault_dialect for fakes/cuda,
+// xmc_fake_ze::fault_dialect for fakes/level_zero), the matching of rules to calls,
+// and the fakes' exported xmc_fake_cuda_set_faults / xmc_fake_ze_set_faults.
+// Every input goes to both dialects. Properties, any breach traps: an input is accepted
+// or refused with a message naming the rule and no rules; accepted rules respect the
+// grammar's limits and the dialect (entry, what the action applies to, code range);
+// the C APIs agree with the parser; parsing is deterministic; accepted rules written
+// back in the grammar (the harness's own writer: the fakes have none) parse to the same
+// rules; and matching counts each call once per rule and lets the first fail rule that
+// fires decide.
 #include "fake_cuda_control.h"
 #include "fake_cuda_internal.h"
-
-// The Level Zero fake's state, configuration and script parser, with its file-local
-// functions visible to this translation unit (the rest of the fake is linked).
-#include "../fakes/level_zero/fake_ze_state.cpp"
+#include "fake_ze_control.h"
+#include "fake_ze_internal.h"
+#include "fault_script.hpp"
 
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,153 +35,163 @@ FILE *g_report = stderr;
     std::fflush(g_report);
     __builtin_trap();
 }
-#define CHECK(cond, msg)                                            \
-    do {                                                            \
+#define CHECK(cond, msg)                                                        \
+    do {                                                                        \
         if (!(cond)) finding(std::string("check failed: " #cond ": ") + (msg)); \
     } while (0)
 
-// ---- CUDA ----
-using CudaRule = xmc_fake::FaultRule;
+using xmc_faults::Action;
+using xmc_faults::Dialect;
+using xmc_faults::Rule;
 
-std::string cuda_write(const std::vector<CudaRule> &rules) {
+const char *action_name(Action a) {
+    switch (a) {
+        case Action::fail: return "fail";
+        case Action::delay: return "delay";
+        case Action::exec_delay: return "exec_delay";
+        case Action::nonidentity: return "nonidentity";
+        case Action::size_limit: return "size_limit";
+        case Action::exhaust: return "exhaust";
+    }
+    return "?";
+}
+
+// The rules in the grammar: codes as numbers, durations in us, sizes in bytes.
+std::string write(const std::vector<Rule> &rules) {
     std::string s;
-    for (const CudaRule &r : rules) {
-        const char *action = r.action == CudaRule::Action::fail    ? "fail"
-                             : r.action == CudaRule::Action::delay ? "delay"
-                                                                   : "nonidentity";
-        s += std::string(action) + ":" + r.entry + ":" + std::to_string(r.arg);
+    for (const Rule &r : rules) {
+        s += std::string(action_name(r.action)) + ":" + r.entry;
+        switch (r.action) {
+            case Action::fail: s += ":" + std::to_string(r.code); break;
+            case Action::delay:
+            case Action::exec_delay: s += ":" + std::to_string(r.value) + "us"; break;
+            case Action::nonidentity:
+                if (r.value != 0) s += ":" + std::to_string(r.value);
+                break;
+            case Action::size_limit:
+            case Action::exhaust: s += ":" + std::to_string(r.value) + ":" + std::to_string(r.code); break;
+        }
         if (r.k) s += "@" + std::to_string(r.k) + (r.and_later ? "+" : "");
         s += ";\n";
     }
     return s;
 }
 
-bool cuda_same(const std::vector<CudaRule> &a, const std::vector<CudaRule> &b) {
+bool same(const std::vector<Rule> &a, const std::vector<Rule> &b) {
     if (a.size() != b.size()) return false;
     for (size_t i = 0; i < a.size(); ++i)
-        if (a[i].action != b[i].action || a[i].entry != b[i].entry || a[i].arg != b[i].arg || a[i].k != b[i].k ||
-            a[i].and_later != b[i].and_later || a[i].seen != 0)
+        if (a[i].action != b[i].action || a[i].entry != b[i].entry || a[i].target != b[i].target ||
+            a[i].code != b[i].code || a[i].value != b[i].value || a[i].k != b[i].k ||
+            a[i].and_later != b[i].and_later || a[i].seen != 0 || b[i].seen != 0)
             return false;
     return true;
 }
 
-void fuzz_cuda(std::string_view script, size_t errbuf) {
-    std::vector<CudaRule> rules{CudaRule{}};  // the parser must clear what it is given
-    std::string error;
-    const bool ok = xmc_fake::parse_fault_script(script, rules, error);
-    if (!ok) {
-        CHECK(!error.empty(), "CUDA: refused without a message");
-        CHECK(rules.empty(), "CUDA: refused but left rules");
-    } else {
-        CHECK(rules.size() <= 256, "CUDA: more than 256 rules");
-        for (const CudaRule &r : rules) {
-            CHECK(r.entry == "*" || xmc_fake::known_entry(r.entry), "CUDA: unknown entry " + r.entry);
-            CHECK(!r.and_later || r.k >= 1, "CUDA: K+ with K = 0");
-            CHECK(r.k <= (uint64_t{1} << 40), "CUDA: K beyond 2^40");
-            switch (r.action) {
-                case CudaRule::Action::fail: CHECK(r.arg > 0 && r.arg <= 1023, "CUDA: fail code beyond CUresult"); break;
-                case CudaRule::Action::delay: CHECK(r.arg >= 0 && r.arg <= 60000000, "CUDA: delay"); break;
-                case CudaRule::Action::nonidentity:
-                    CHECK(r.entry == "cuMemHostRegister" && r.arg > 0 && r.arg < (int64_t{1} << 40), "CUDA: nonidentity");
-                    break;
-            }
-        }
-        // Written back and read again: the same rules.
-        std::vector<CudaRule> again;
-        std::string e2;
-        const std::string text = cuda_write(rules);
-        CHECK(xmc_fake::parse_fault_script(text, again, e2), "CUDA: rewritten script refused: " + e2 + "\n" + text);
-        CHECK(cuda_same(rules, again), "CUDA: rewritten script parses differently:\n" + text);
+void check_rule(const Dialect &d, const std::string &who, const Rule &r) {
+    const bool star = r.entry == "*";
+    CHECK(star ? r.target == nullptr : r.target == d.find(r.entry) && r.target != nullptr,
+          who + ": entry " + r.entry);
+    CHECK(!star || r.action == Action::fail || r.action == Action::delay, who + ": '*' with " + action_name(r.action));
+    CHECK(r.k <= xmc_faults::kMaxK && (!r.and_later || r.k >= 1), who + ": WHEN");
+    const bool has_code = r.action == Action::fail || r.action == Action::size_limit || r.action == Action::exhaust;
+    CHECK(!has_code || (r.code >= 1 && r.code <= d.max_code), who + ": code beyond the range");
+    switch (r.action) {
+        case Action::fail: break;
+        case Action::delay: CHECK(r.value <= xmc_faults::kMaxDelayUs, who + ": delay"); break;
+        case Action::exec_delay:
+            CHECK(r.value <= xmc_faults::kMaxDelayUs && r.target->enqueues, who + ": exec_delay");
+            break;
+        case Action::nonidentity:
+            CHECK(r.target->nonidentity, who + ": nonidentity entry");
+            CHECK(d.nonidentity_offset ? r.value >= 1 && r.value <= xmc_faults::kMaxOffset : r.value == 0,
+                  who + ": nonidentity offset");
+            break;
+        case Action::size_limit:
+            CHECK(r.target->takes_size && r.value <= xmc_faults::kMaxBytes, who + ": size_limit");
+            break;
+        case Action::exhaust:
+            CHECK(r.target->live != nullptr && r.value <= xmc_faults::kMaxObjects, who + ": exhaust");
+            break;
     }
-    // Deterministic.
-    std::vector<CudaRule> twice;
-    std::string e3;
-    CHECK(xmc_fake::parse_fault_script(script, twice, e3) == ok && e3 == error, "CUDA: a second parse differs");
+}
 
-    // The C API: a C string ends at the first NUL, so only NUL-free scripts compare.
+// Matching: each call counts once against every rule of its entry (or '*'), and the
+// first fail rule due decides (size_limit and exhaust may come first: checked only
+// when none of them is due before it).
+void check_matching(const Dialect &d, std::vector<Rule> rules, const std::string &who, uint64_t size) {
+    // The exhaust rules' live counts read the fakes' state under their locks.
+    std::scoped_lock lock(xmc_fake::state().mu, xmc_fake_ze::S().mu);
+    for (size_t call = 0; call < 8 && call < rules.size(); ++call) {
+        const std::string entry = rules[call].entry == "*" ? d.entries[call % d.entries.size()].name : rules[call].entry;
+        std::vector<uint64_t> before;
+        for (const Rule &r : rules) before.push_back(r.seen);
+        const xmc_faults::Decision dec = xmc_faults::decide(rules, {entry, true, size});
+        const Rule *first_fail = nullptr;
+        bool other_due_first = false;
+        for (size_t i = 0; i < rules.size(); ++i) {
+            const Rule &r = rules[i];
+            const bool match = r.entry == "*" || r.entry == entry;
+            CHECK(r.seen == before[i] + (match ? 1 : 0), who + ": a call counted " +
+                                                            std::to_string(r.seen - before[i]) + " times");
+            const bool due = match && (r.k == 0 || r.seen == r.k || (r.and_later && r.seen >= r.k));
+            if (!due || first_fail != nullptr) continue;
+            if (r.action == Action::fail) first_fail = &r;
+            if (r.action == Action::size_limit || r.action == Action::exhaust) other_due_first = true;
+        }
+        if (first_fail != nullptr && !other_due_first)
+            CHECK(dec.fail && dec.code == first_fail->code, who + ": the first fail rule due did not decide");
+        if (first_fail == nullptr && !other_due_first) CHECK(!dec.fail, who + ": a call failed with no rule due");
+    }
+}
+
+void fuzz_dialect(const Dialect &d, const std::string &who, std::string_view script, uint64_t size) {
+    std::vector<Rule> rules{Rule{}};  // the parser must clear what it is given
+    std::string error;
+    const bool ok = xmc_faults::parse(d, script, rules, error);
+    if (!ok) {
+        CHECK(!error.empty(), who + ": refused without a message");
+        CHECK(error.rfind("rule ", 0) == 0 || error.rfind("fault script ", 0) == 0, who + ": message " + error);
+        CHECK(rules.empty(), who + ": refused but left rules");
+    } else {
+        CHECK(rules.size() <= xmc_faults::kMaxRules, who + ": more than 256 rules");
+        for (const Rule &r : rules) check_rule(d, who, r);
+        std::vector<Rule> again;
+        std::string e2;
+        const std::string text = write(rules);
+        CHECK(xmc_faults::parse(d, text, again, e2), who + ": rewritten script refused: " + e2 + "\n" + text);
+        CHECK(same(rules, again), who + ": rewritten script parses differently:\n" + text);
+        check_matching(d, rules, who, size);
+    }
+    std::vector<Rule> twice;
+    std::string e3;
+    CHECK(xmc_faults::parse(d, script, twice, e3) == ok && e3 == error, who + ": a second parse differs");
+}
+
+// The exported C APIs agree with the parser (a C string ends at the first NUL, so only
+// NUL-free scripts compare).
+void fuzz_c_apis(std::string_view script, size_t errbuf) {
     if (script.find('\0') != std::string_view::npos) return;
     const std::string cstr(script);
-    const int rc = xmc_fake_cuda_set_faults(cstr.c_str());
-    CHECK((rc == 0) == ok, "CUDA: xmc_fake_cuda_set_faults disagrees with the parser");
+    std::vector<Rule> rules;
+    std::string error;
+
+    const bool cuda_ok = xmc_faults::parse(xmc_fake::fault_dialect(), script, rules, error);
+    CHECK((xmc_fake_cuda_set_faults(cstr.c_str()) == 0) == cuda_ok, "CUDA: set_faults disagrees with the parser");
     std::vector<char> buf(errbuf + 1, '\x7f');
     const size_t full = xmc_fake_cuda_last_error(buf.data(), errbuf);
-    if (!ok) CHECK(full == error.size(), "CUDA: last_error length");
+    if (!cuda_ok) CHECK(full == error.size(), "CUDA: last_error length");
     if (errbuf > 0) {
         const size_t n = std::min(full, errbuf - 1);
         CHECK(buf[n] == '\0', "CUDA: last_error not NUL-terminated within the buffer");
-        if (!ok) CHECK(std::string(buf.data()) == error.substr(0, n), "CUDA: last_error text");
+        if (!cuda_ok) CHECK(std::string(buf.data()) == error.substr(0, n), "CUDA: last_error text");
     }
     CHECK(buf[errbuf] == '\x7f' || errbuf == 0, "CUDA: last_error wrote past the buffer");
-    if (ok) {
-        // What the installed rules decide for calls of their entries (fail codes become
-        // CUresult values here). Delays are only added up, never slept, at this level.
-        xmc_fake::State &g = xmc_fake::state();
-        std::lock_guard<std::mutex> lock(g.mu);
-        for (size_t i = 0; i < rules.size() && i < 8; ++i) {
-            const xmc_fake::FaultDecision d =
-                xmc_fake::decide_faults_locked(g, rules[i].entry == "*" ? "cuMemAlloc" : rules[i].entry);
-            CHECK(d.fail == CUDA_SUCCESS || xmc_fake::result_name(d.fail) != nullptr || int(d.fail) > 0,
-                  "CUDA: decision");
-        }
-    }
     xmc_fake_cuda_set_faults(nullptr);
-}
 
-// ---- Level Zero ----
-using ZeRule = xmc_fake_ze::Rule;
-
-std::string ze_write(const std::vector<ZeRule> &rules) {
-    std::string s;
-    for (const ZeRule &r : rules) {
-        s += r.entry + ":" + std::to_string(r.k) + (r.and_later ? "+" : "") + ":";
-        switch (r.action) {
-            case ZeRule::Result: s += std::to_string(static_cast<uint32_t>(r.result)); break;
-            case ZeRule::Delay: s += "delay=" + std::to_string(r.ms); break;
-            case ZeRule::ExecDelay: s += "exec_delay=" + std::to_string(r.ms); break;
-            case ZeRule::NonIdentity: s += "nonidentity"; break;
-        }
-        s += "\n";
-    }
-    return s;
-}
-
-bool ze_same(const std::vector<ZeRule> &a, const std::vector<ZeRule> &b) {
-    if (a.size() != b.size()) return false;
-    for (size_t i = 0; i < a.size(); ++i)
-        if (a[i].entry != b[i].entry || a[i].k != b[i].k || a[i].and_later != b[i].and_later ||
-            a[i].action != b[i].action || a[i].result != b[i].result || a[i].ms != b[i].ms || a[i].seen != 0)
-            return false;
-    return true;
-}
-
-void fuzz_ze(const std::string &cstr) {
-    std::vector<ZeRule> rules{ZeRule{}};
-    std::string error;
-    const bool ok = xmc_fake_ze::parse_script(cstr.c_str(), rules, error);
-    if (!ok) {
-        CHECK(!error.empty(), "ZE: refused without a message");
-    } else {
-        for (const ZeRule &r : rules) {
-            CHECK(xmc_fake_ze::known_entry(r.entry), "ZE: unknown entry " + r.entry);
-            CHECK(r.k >= 1, "ZE: K = 0");
-            if (r.action == ZeRule::Delay || r.action == ZeRule::ExecDelay) CHECK(r.ms <= 600000, "ZE: delay");
-            if (r.action == ZeRule::ExecDelay) CHECK(xmc_fake_ze::is_append(r.entry), "ZE: exec_delay entry");
-            if (r.action == ZeRule::NonIdentity) CHECK(r.entry == "zeMemAllocHost", "ZE: nonidentity entry");
-            if (r.action == ZeRule::Result) CHECK(static_cast<uint64_t>(r.result) <= 0x7fffffffu, "ZE: result beyond ze_result_t");
-        }
-        std::vector<ZeRule> again;
-        std::string e2;
-        const std::string text = ze_write(rules);
-        CHECK(xmc_fake_ze::parse_script(text.c_str(), again, e2), "ZE: rewritten script refused: " + e2 + "\n" + text);
-        CHECK(ze_same(rules, again), "ZE: rewritten script parses differently:\n" + text);
-    }
-    std::vector<ZeRule> twice;
-    std::string e3;
-    CHECK(xmc_fake_ze::parse_script(cstr.c_str(), twice, e3) == ok && (ok || e3 == error), "ZE: a second parse differs");
-    // The C API agrees and keeps the reason.
-    const int rc = xmc_fake_ze_set_faults(cstr.c_str());
-    CHECK((rc == 0) == ok, "ZE: xmc_fake_ze_set_faults disagrees with the parser");
-    CHECK(ok == (std::string(xmc_fake_ze_fault_error()).empty()), "ZE: fault_error after set_faults");
+    const bool ze_ok = xmc_faults::parse(xmc_fake_ze::fault_dialect(), script, rules, error);
+    CHECK((xmc_fake_ze_set_faults(cstr.c_str()) == 0) == ze_ok, "ZE: set_faults disagrees with the parser");
+    CHECK(ze_ok ? std::string(xmc_fake_ze_fault_error()).empty() : xmc_fake_ze_fault_error() == error,
+          "ZE: fault_error after set_faults");
     xmc_fake_ze_set_faults(nullptr);
 }
 
@@ -195,9 +204,11 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size > 70 * 1024) return 0;
-    std::string_view script(reinterpret_cast<const char *>(data), size);
+    const std::string_view script(reinterpret_cast<const char *>(data), size);
     const size_t errbuf = size ? data[0] % 97 : 0;
-    fuzz_cuda(script, errbuf);
-    fuzz_ze(std::string(script.substr(0, script.find('\0'))));
+    const uint64_t call_size = size ? uint64_t{1} << (data[size - 1] % 40) : 0;  // what the matched calls pass
+    fuzz_dialect(xmc_fake::fault_dialect(), "CUDA", script, call_size);
+    fuzz_dialect(xmc_fake_ze::fault_dialect(), "ZE", script, call_size);
+    fuzz_c_apis(script, errbuf);
     return 0;
 }

@@ -78,12 +78,12 @@ bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
     }
     c->reclaimed_objects = nullptr;  // the Level Zero fake reclaims nothing behind the caller's back
     // zeMemAllocHost is the registration call; the backend makes no plain host allocations.
-    c->reject_register = "zeMemAllocHost:*:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
+    c->reject_register = "fail:zeMemAllocHost:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
     c->reject_register_code = ZE_OUT_OF_HOST_MEMORY;
-    c->fail_next_unregister = "zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST";
+    c->fail_next_unregister = "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@1";
     c->fail_unregister_code = ZE_DEVICE_LOST;
-    c->nonidentity_register = "zeMemAllocHost:*:nonidentity";
-    c->unsupported_register = "zeMemAllocHost:*:ZE_RESULT_ERROR_UNSUPPORTED_FEATURE";
+    c->nonidentity_register = "nonidentity:zeMemAllocHost";
+    c->unsupported_register = "fail:zeMemAllocHost:ZE_RESULT_ERROR_UNSUPPORTED_FEATURE";
     c->registration_uuid = ze_registration_uuid;
     return true;
 }

@@ -25,8 +25,8 @@
 //      requirement). The run for a site installs the one-shot fault "fail the
 //      j-th call of E with a generic driver error" (CUDA_ERROR_UNKNOWN,
 //      ZE_RESULT_ERROR_UNKNOWN). Counting per entry point gives exactly the
-//      sites of "fail the k-th call, whatever it is", each with a name (the
-//      Level Zero fake's grammar has no rule for any entry point).
+//      sites of "fail the k-th call, whatever it is" (fail:*:CODE@K), each
+//      with a name.
 //   3. The runs happen in a child process: this binary again (`xmc run` on
 //      this one test, told by XMC_FAULT_SWEEP_REPORT to sweep and report).
 //      A crash or a hang is reported with its site, and a fresh child goes on
@@ -117,9 +117,8 @@ struct FakeHooks {
         return c;
     }
     std::string fail_call(const std::string &entry, uint64_t j) const {
-        // fake_cuda_control.h: fail:ENTRY:RESULT@K; fake_ze_control.h: entry:K:RESULT
-        return cuda ? "fail:" + entry + ":" + code_name + "@" + std::to_string(j)
-                    : entry + ":" + std::to_string(j) + ":" + code_name;
+        // Both fakes take fail:ENTRY:CODE@K (fakes/README.md).
+        return "fail:" + entry + ":" + code_name + "@" + std::to_string(j);
     }
 };
 

@@ -430,8 +430,9 @@ FaultHook fault_hook(const xmc_backend *api, bool unmap, int k) {
         // The same two failures in Level Zero's terms (ZE_RESULT_ERROR_UNKNOWN,
         // ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY).
         h.driver = c;
-        h.script = std::string(unmap ? "zeVirtualMemUnmap:" : "zeVirtualMemMap:") + std::to_string(k) +
-                   (unmap ? ":ZE_RESULT_ERROR_UNKNOWN" : ":ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY");
+        h.script = std::string(unmap ? "fail:zeVirtualMemUnmap:ZE_RESULT_ERROR_UNKNOWN@"
+                                     : "fail:zeVirtualMemMap:ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY@") +
+                   std::to_string(k);
         h.code = unmap ? 0x7ffffffe : 0x70000003;
         return h;
     }

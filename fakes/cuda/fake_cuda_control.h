@@ -29,44 +29,38 @@
  *                           cuMemHostRegister answer CUDA_ERROR_NOT_SUPPORTED,
  *                           virtual_memory_management_supported=0 does the same
  *                           for cuMemCreate and cuMemGetAllocationGranularity
- *   XMC_FAKE_CUDA_FAULTS    a fault script (grammar below)
+ *   XMC_FAKE_CUDA_FAULTS    a fault script (below)
  *   XMC_FAKE_CUDA_TRACE     if set and not "0", every driver call is printed to stderr
  * A malformed setting is reported on stderr when the library loads, and
  * cuInit then answers CUDA_ERROR_INVALID_VALUE (so nothing runs half-configured);
  * xmc_fake_cuda_last_error() returns the message.
  *
- * ---- fault script grammar
- *   script := rule { (';' | newline) rule }     empty rules are ignored;
- *                                               '#' starts a comment to end of line
- *   rule   := ACTION ':' ENTRY ':' ARG [ '@' WHEN ]
- *   ACTION := fail | delay | nonidentity
- *   ENTRY  := an entry point the fake exports, with or without its version
- *             suffix (cuMemHostRegister and cuMemHostRegister_v2 are the same
- *             entry), or '*' for every entry point (fail and delay only)
- *   ARG    := for fail:        a CUresult name (CUDA_ERROR_OUT_OF_MEMORY) or
- *                              its number (2; at most 1023, the range of CUresult);
- *                              the call returns it and does nothing
- *             for delay:       microseconds (0..60000000) to sleep before the
- *                              call does its work
- *             for nonidentity: a non-zero byte offset (decimal or 0x hex, below
- *                              2^40); ENTRY must be cuMemHostRegister: the
- *                              registration's device address becomes
- *                              host + offset (cuMemHostGetDevicePointer and
- *                              CU_POINTER_ATTRIBUTE_DEVICE_POINTER report it,
- *                              and copies through it reach the host memory)
- *   WHEN   := K     only the K-th matching call (K >= 1)
- *           | K+    the K-th and every later matching call
- *           (absent: every matching call)
- *   Calls are counted per rule from the moment the script is installed; a
- *   call refused because it was made on a host-callback thread is not counted
- *   by rules. When several fail rules match one call the first in the script
- *   wins; delays add up.
- *   Examples:
- *     fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY@2
- *     fail:cuMemUnmap_v2:801@3+ ; delay:cuStreamSynchronize:2000
- *     nonidentity:cuMemHostRegister:0x10000@1
- *     fail:*:CUDA_ERROR_UNKNOWN@57        (the 57th driver call, whichever it is)
- *   A script longer than 64 KiB or holding more than 256 rules is refused.
+ * ---- fault scripts (XMC_FAKE_CUDA_FAULTS, xmc_fake_cuda_set_faults)
+ *   The grammar both fakes share is in fakes/README.md. What is particular to
+ *   this fake:
+ *   - ENTRY is any entry point it exports, with or without the version
+ *     suffix; CODE a CUresult name or a number 1..1023.
+ *   - nonidentity:cuMemHostRegister:OFFSET (OFFSET non-zero, below 2^40,
+ *     decimal or 0x hex): the registration's device address becomes
+ *     host + OFFSET (cuMemHostGetDevicePointer and
+ *     CU_POINTER_ATTRIBUTE_DEVICE_POINTER report it, and copies through it
+ *     reach the host memory).
+ *   - size_limit sees the byte count of cuMemAlloc, cuMemHostRegister,
+ *     cuMemAddressReserve, cuMemCreate, cuMemMap and of the one-dimensional
+ *     copies and sets (cuMemcpy[HtoD|DtoH|DtoD|Peer]Async, cuMemsetD8Async and
+ *     their synchronous forms cuMemcpy, cuMemcpyHtoD, cuMemcpyDtoH,
+ *     cuMemcpyDtoD, cuMemsetD8).
+ *   - exhaust counts, per entry: cuMemHostRegister registrations,
+ *     cuMemAlloc allocations, cuMemAddressReserve reservations, cuMemCreate
+ *     handles not yet released (a released handle still mapped is gone for
+ *     the program), cuMemMap mappings, cuStreamCreate streams, cuEventCreate
+ *     events, cuDevicePrimaryCtxRetain outstanding retains, cuCtxCreate
+ *     created contexts: the objects the ledger lists.
+ *   - exec_delay applies to the asynchronous copies and sets (cuMemcpy*Async,
+ *     cuMemcpy3DPeerAsync, cuMemsetD8Async): the copy waits on its stream,
+ *     holding back what is queued after it.
+ *   - A call refused because it was made on a host-callback thread is not
+ *     counted by rules.
  *
  * ---- behaviour worth knowing (details in the sources)
  *   - Every driver call made on a thread that is running a host function

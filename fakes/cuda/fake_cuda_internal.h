@@ -31,6 +31,8 @@
 #include <thread>
 #include <vector>
 
+#include "fault_script.hpp"
+
 #define XMC_FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
 // Exports that cuda.h does not declare under these names: the older versions
@@ -130,6 +132,7 @@ struct HostCall {
 struct Op {
     enum class Kind { copy, host_fn, record, wait, wait_value, write_value } kind = Kind::copy;
     std::function<CUresult()> copy;  // runs under the mutex; an error becomes the sticky error
+    uint64_t exec_delay_us = 0;      // copy: an exec_delay fault holds it back this long (unlocked)
     CUhostFn fn = nullptr;
     void* user = nullptr;
     std::shared_ptr<Event> event;
@@ -163,33 +166,16 @@ struct Event {
 
 // ---- faults -------------------------------------------------------------------
 
-struct FaultRule {
-    enum class Action { fail, delay, nonidentity } action = Action::fail;
-    std::string entry;       // base name, or "*"
-    int64_t arg = 0;         // CUresult, microseconds, or offset
-    uint64_t k = 0;          // 0: every call
-    bool and_later = false;  // K+
-    uint64_t seen = 0;       // matching calls since installation
-    std::string text;        // the rule as written
-};
-
-// What the fault rules decide for one call.
-struct FaultDecision {
-    CUresult fail = CUDA_SUCCESS;
-    uint64_t delay_us = 0;
-    uint64_t nonidentity = 0;  // cuMemHostRegister: device address offset
-};
-
-// Parses a fault script; false with a message naming the rule on error.
-bool parse_fault_script(std::string_view script, std::vector<FaultRule>& out, std::string& error);
-
-// Counts the call against every rule for `base` (and '*') and says what to do.
-struct State;
-FaultDecision decide_faults_locked(State& g, std::string_view base);
+// The fault-script dialect of this fake (entry points from entry_points(),
+// CUresult names); the grammar and its parser are shared (fakes/common/).
+const xmc_faults::Dialect& fault_dialect();
 
 // The nonidentity offset the fault rules chose for the current call of
 // cuMemHostRegister on this thread (set by enter(); 0 = identity).
 uint64_t current_nonidentity_offset();
+// The exec_delay the fault rules chose for the copy the current call queues
+// on this thread (set by enter(); microseconds, 0 = none).
+uint64_t current_exec_delay_us();
 
 // ---- the state ------------------------------------------------------------------
 
@@ -232,7 +218,7 @@ struct State {
     bool callback_running = false;  // a host function is running now
     bool callback_stop = false;
 
-    std::vector<FaultRule> rules;
+    std::vector<xmc_faults::Rule> rules;
     bool rules_from_api = false;
     std::map<std::string, uint64_t, std::less<>> calls;  // by base name
     uint64_t total_calls = 0;
@@ -246,11 +232,19 @@ State& state();
 // Runs at the top of every entry point: counts the call, refuses it on a host
 // callback thread, applies fault rules (sleeping for delays without the lock),
 // and checks cuInit was called when `need_init`. CUDA_SUCCESS means: go on.
-CUresult enter(const char* name, bool need_init);
+// `size` (null: none) is the call's size argument, for size_limit rules: the
+// entries marked kSized in entry_points() pass it (FAKE_ENTER_SIZE).
+CUresult enter(const char* name, bool need_init, const uint64_t* size = nullptr);
 
 #define FAKE_ENTER(name)                                                   \
     do {                                                                   \
         CUresult fake_r_ = ::xmc_fake::enter(name, true);                  \
+        if (fake_r_ != CUDA_SUCCESS) return fake_r_;                       \
+    } while (0)
+#define FAKE_ENTER_SIZE(name, bytes)                                       \
+    do {                                                                   \
+        const uint64_t fake_size_ = (bytes);                               \
+        CUresult fake_r_ = ::xmc_fake::enter(name, true, &fake_size_);     \
         if (fake_r_ != CUDA_SUCCESS) return fake_r_;                       \
     } while (0)
 #define FAKE_ENTER_NO_INIT(name)                                           \
@@ -318,17 +312,23 @@ const char* result_string(CUresult r);
 bool result_from_name(std::string_view name, CUresult* out);
 
 // Entry points: base name -> exported function, for cuGetProcAddress and the
-// fault-script check. Versioned exports map to their newest version.
+// fault scripts. Versioned exports map to their newest version.
+enum EntryFaults : unsigned {
+    kSized = 1,        // size_limit: enter() gets the call's size (FAKE_ENTER_SIZE)
+    kQueued = 2,       // exec_delay: the call queues a copy that the delay holds back
+    kNonIdentity = 4,  // nonidentity: cuMemHostRegister
+};
 struct EntryPoint {
     const char* base;
     const char* symbol;
     void* fn;
     int min_version;  // cudaVersion from which this symbol is what cuGetProcAddress gives
+    unsigned faults = 0;           // EntryFaults
+    uint64_t (*live)() = nullptr;  // exhaust: live objects this entry made (lock held)
 };
 const std::vector<EntryPoint>& entry_points();
 // Strips a trailing _vN suffix (cuMemAlloc_v2 -> cuMemAlloc).
 std::string_view base_name(std::string_view name);
-bool known_entry(std::string_view base);
 
 }  // namespace xmc_fake
 

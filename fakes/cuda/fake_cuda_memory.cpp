@@ -126,7 +126,7 @@ using namespace xmc_fake;
 // ---- device memory ------------------------------------------------------------------
 
 XMC_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
-    FAKE_ENTER("cuMemAlloc_v2");
+    FAKE_ENTER_SIZE("cuMemAlloc_v2", bytesize);
     if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);
@@ -184,7 +184,7 @@ XMC_FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes
 // ---- registration -----------------------------------------------------------------------
 
 XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned int flags) {
-    FAKE_ENTER("cuMemHostRegister_v2");
+    FAKE_ENTER_SIZE("cuMemHostRegister_v2", bytesize);
     uint64_t offset = current_nonidentity_offset();
     uintptr_t base = reinterpret_cast<uintptr_t>(p);
     if (p == nullptr || bytesize == 0 || base + bytesize < base) return CUDA_ERROR_INVALID_VALUE;

@@ -91,6 +91,7 @@ XMC_FAKE_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* c, CUstre
     if (resolve_side(src) == 0 || resolve_side(dst) == 0) return CUDA_ERROR_INVALID_VALUE;
     Op op;
     op.kind = Op::Kind::copy;
+    op.exec_delay_us = current_exec_delay_us();
     op.copy = [src, dst, width, rows, depth]() -> CUresult {  // on the worker, under the mutex
         const uintptr_t from = resolve_side(src), to = resolve_side(dst);
         if (from == 0 || to == 0) return CUDA_ERROR_ILLEGAL_ADDRESS;

@@ -43,6 +43,7 @@ void on_fork_child() {
 namespace {
 thread_local bool t_in_host_callback = false;
 thread_local uint64_t t_nonidentity = 0;
+thread_local uint64_t t_exec_delay_us = 0;
 thread_local std::vector<uint64_t> t_ctx_stack;
 thread_local uint64_t t_ctx_epoch = 0;
 }  // namespace
@@ -50,6 +51,7 @@ thread_local uint64_t t_ctx_epoch = 0;
 bool in_host_callback() { return t_in_host_callback; }
 void set_in_host_callback(bool v) { t_in_host_callback = v; }
 uint64_t current_nonidentity_offset() { return t_nonidentity; }
+uint64_t current_exec_delay_us() { return t_exec_delay_us; }
 
 std::vector<uint64_t>& ctx_stack() {
     ctx_stack_clear_if_stale();
@@ -66,10 +68,10 @@ void ctx_stack_clear_if_stale() {
 
 // ---- the entry guard ---------------------------------------------------------
 
-CUresult enter(const char* name, bool need_init) {
+CUresult enter(const char* name, bool need_init, const uint64_t* size) {
     if (g_forked_after_init.load()) return CUDA_ERROR_NOT_INITIALIZED;
     State& g = state();
-    FaultDecision d;
+    xmc_faults::Decision d;
     bool initialized = false;
     {
         std::lock_guard<std::mutex> lk(g.mu);
@@ -88,12 +90,13 @@ CUresult enter(const char* name, bool need_init) {
         // calls the driver there is caught (VMM-CALLBACK).
         bool lookup = base == "cuGetErrorName" || base == "cuGetErrorString";
         if (t_in_host_callback && !lookup) return CUDA_ERROR_NOT_PERMITTED;
-        d = decide_faults_locked(g, base);
+        d = xmc_faults::decide(g.rules, {base, size != nullptr, size != nullptr ? *size : 0});
         initialized = g.initialized;
     }
-    t_nonidentity = d.nonidentity;
+    t_nonidentity = d.offset;
+    t_exec_delay_us = d.exec_delay_us;
     if (d.delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.delay_us));
-    if (d.fail != CUDA_SUCCESS) return d.fail;
+    if (d.fail) return static_cast<CUresult>(d.code);
     if (need_init && !initialized) return CUDA_ERROR_NOT_INITIALIZED;
     return CUDA_SUCCESS;
 }
@@ -271,7 +274,7 @@ void load_config_locked(State& g) {
     g.rules_from_api = false;
     if (g.config.error.empty() && !g.config.faults.empty()) {
         std::string err;
-        if (!parse_fault_script(g.config.faults, g.rules, err)) {
+        if (!xmc_faults::parse(fault_dialect(), g.config.faults, g.rules, err)) {
             g.rules.clear();
             g.config.error = "XMC_FAKE_CUDA_FAULTS: " + err;
         }
@@ -438,9 +441,9 @@ size_t copy_out(const std::string& s, char* buf, size_t n) {
 
 XMC_FAKE_EXPORT int xmc_fake_cuda_set_faults(const char* script) {
     State& g = state();
-    std::vector<FaultRule> rules;
+    std::vector<xmc_faults::Rule> rules;
     std::string err;
-    if (script != nullptr && !parse_fault_script(script, rules, err)) {
+    if (script != nullptr && !xmc_faults::parse(fault_dialect(), script, rules, err)) {
         std::lock_guard<std::mutex> lk(g.mu);
         g.last_error = err;
         return -1;

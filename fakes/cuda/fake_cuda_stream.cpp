@@ -111,6 +111,14 @@ void worker_main(Stream* s) {
                 break;
             }
             case Op::Kind::copy: {
+                if (op.exec_delay_us > 0) {  // an exec_delay fault: the stream waits, the caller did not
+                    const auto delay = std::chrono::microseconds(op.exec_delay_us);
+                    op.exec_delay_us = 0;
+                    lk.unlock();
+                    std::this_thread::sleep_for(delay);
+                    lk.lock();
+                    if (s->abandon) continue;  // reset meanwhile: the top of the loop drops the queue
+                }
                 Context* c = find_ctx_locked(s->ctx);
                 if (c != nullptr && c->sticky == CUDA_SUCCESS) {
                     CUresult r = op.copy();
@@ -572,6 +580,7 @@ CUresult enqueue(CUstream hs, Plan p) {
     Op op;
     op.kind = Op::Kind::copy;
     op.copy = [p] { return execute(p); };
+    op.exec_delay_us = current_exec_delay_us();
     s->queue.push_back(std::move(op));
     g.cv.notify_all();
     if (into_pageable) wait_idle_locked(lk, s);
@@ -682,22 +691,22 @@ uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 }  // namespace
 
 XMC_FAKE_EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream) {
-    FAKE_ENTER("cuMemcpyAsync");
+    FAKE_ENTER_SIZE("cuMemcpyAsync", n);
     return enqueue(hStream, linear(dst, false, src, false, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void* src, size_t n, CUstream hStream) {
-    FAKE_ENTER("cuMemcpyHtoDAsync_v2");
+    FAKE_ENTER_SIZE("cuMemcpyHtoDAsync_v2", n);
     return enqueue(hStream, linear(dst, true, addr(src), false, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpyDtoHAsync_v2(void* dst, CUdeviceptr src, size_t n, CUstream hStream) {
-    FAKE_ENTER("cuMemcpyDtoHAsync_v2");
+    FAKE_ENTER_SIZE("cuMemcpyDtoHAsync_v2", n);
     return enqueue(hStream, linear(addr(dst), false, src, true, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream hStream) {
-    FAKE_ENTER("cuMemcpyDtoDAsync_v2");
+    FAKE_ENTER_SIZE("cuMemcpyDtoDAsync_v2", n);
     return enqueue(hStream, linear(dst, true, src, true, n));
 }
 
@@ -717,7 +726,7 @@ XMC_FAKE_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* pCopy, CUstream
 
 XMC_FAKE_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CUdeviceptr src, CUcontext srcCtx,
                                            size_t n, CUstream hStream) {
-    FAKE_ENTER("cuMemcpyPeerAsync");
+    FAKE_ENTER_SIZE("cuMemcpyPeerAsync", n);
     {
         std::lock_guard<std::mutex> lk(state().mu);
         if (find_ctx_locked(from_handle(dstCtx)) == nullptr || find_ctx_locked(from_handle(srcCtx)) == nullptr)
@@ -727,31 +736,31 @@ XMC_FAKE_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CU
 }
 
 XMC_FAKE_EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream hStream) {
-    FAKE_ENTER("cuMemsetD8Async");
+    FAKE_ENTER_SIZE("cuMemsetD8Async", n);
     return enqueue(hStream, set_plan(dst, uc, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    FAKE_ENTER("cuMemcpy");
+    FAKE_ENTER_SIZE("cuMemcpy", n);
     return run_sync(linear(dst, false, src, false, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void* src, size_t n) {
-    FAKE_ENTER("cuMemcpyHtoD_v2");
+    FAKE_ENTER_SIZE("cuMemcpyHtoD_v2", n);
     return run_sync(linear(dst, true, addr(src), false, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpyDtoH_v2(void* dst, CUdeviceptr src, size_t n) {
-    FAKE_ENTER("cuMemcpyDtoH_v2");
+    FAKE_ENTER_SIZE("cuMemcpyDtoH_v2", n);
     return run_sync(linear(addr(dst), false, src, true, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n) {
-    FAKE_ENTER("cuMemcpyDtoD_v2");
+    FAKE_ENTER_SIZE("cuMemcpyDtoD_v2", n);
     return run_sync(linear(dst, true, src, true, n));
 }
 
 XMC_FAKE_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
-    FAKE_ENTER("cuMemsetD8_v2");
+    FAKE_ENTER_SIZE("cuMemsetD8_v2", n);
     return run_sync(set_plan(dst, uc, n));
 }

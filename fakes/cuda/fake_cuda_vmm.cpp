@@ -113,7 +113,7 @@ XMC_FAKE_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, cons
 
 XMC_FAKE_EXPORT CUresult cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                                              unsigned long long flags) {
-    FAKE_ENTER("cuMemAddressReserve");
+    FAKE_ENTER_SIZE("cuMemAddressReserve", size);
     if (ptr == nullptr || size == 0 || !aligned(size) || flags != 0) return CUDA_ERROR_INVALID_VALUE;
     if (alignment != 0 && (alignment & (alignment - 1)) != 0) return CUDA_ERROR_INVALID_VALUE;
     size_t align = alignment > kGranularity ? alignment : kGranularity;
@@ -150,7 +150,7 @@ XMC_FAKE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
 
 XMC_FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size,
                                      const CUmemAllocationProp* prop, unsigned long long flags) {
-    FAKE_ENTER("cuMemCreate");
+    FAKE_ENTER_SIZE("cuMemCreate", size);
     if (handle == nullptr || flags != 0 || size == 0 || !aligned(size)) return CUDA_ERROR_INVALID_VALUE;
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);
@@ -191,7 +191,7 @@ XMC_FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
 
 XMC_FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
                                   unsigned long long flags) {
-    FAKE_ENTER("cuMemMap");
+    FAKE_ENTER_SIZE("cuMemMap", size);
     if (flags != 0 || size == 0) return CUDA_ERROR_INVALID_VALUE;
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);

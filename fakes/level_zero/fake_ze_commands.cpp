@@ -90,9 +90,9 @@ void worker(Engine* e) {
         for (uint64_t id : t.waits)
             if (s.events.count(id) == 0)
                 note_device_fault(e->name + ": " + t.what + " waited on an event destroyed before it ran");
-        if (t.exec_delay_ms > 0) {
+        if (t.exec_delay_us > 0) {
             lock.unlock();
-            std::this_thread::sleep_for(std::chrono::milliseconds(t.exec_delay_ms));
+            std::this_thread::sleep_for(std::chrono::microseconds(t.exec_delay_us));
             lock.lock();
             if (e->abort) break;
         }
@@ -367,7 +367,7 @@ ze_result_t ZE_APICALL CommandListReset(ze_command_list_handle_t hCommandList) {
 ze_result_t ZE_APICALL CommandListAppendMemoryCopy(ze_command_list_handle_t hCommandList, void* dstptr,
                                                    const void* srcptr, size_t size, ze_event_handle_t hSignalEvent,
                                                    uint32_t numWaitEvents, ze_event_handle_t* phWaitEvents) {
-    FaultOutcome f = enter("zeCommandListAppendMemoryCopy");
+    FaultOutcome f = enter_sized("zeCommandListAppendMemoryCopy", size);
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     Lock lock(S().mu);
     CmdList* l = list_of(hCommandList);
@@ -375,7 +375,7 @@ ze_result_t ZE_APICALL CommandListAppendMemoryCopy(ze_command_list_handle_t hCom
     if (dstptr == nullptr || srcptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     Task t;
     t.what = "zeCommandListAppendMemoryCopy";
-    t.exec_delay_ms = f.exec_delay_ms;
+    t.exec_delay_us = f.exec_delay_us;
     if (ze_result_t r = event_args(hSignalEvent, numWaitEvents, phWaitEvents, t); r != ZE_RESULT_SUCCESS) return r;
     t.has_copy = true;
     t.copy.dst = reinterpret_cast<uintptr_t>(dstptr);
@@ -407,7 +407,7 @@ ze_result_t ZE_APICALL CommandListAppendMemoryCopyRegion(
     if (dr.width != sr.width || dr.height != sr.height || dr.depth != sr.depth) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     Task t;
     t.what = "zeCommandListAppendMemoryCopyRegion";
-    t.exec_delay_ms = f.exec_delay_ms;
+    t.exec_delay_us = f.exec_delay_us;
     if (ze_result_t r = event_args(hSignalEvent, numWaitEvents, phWaitEvents, t); r != ZE_RESULT_SUCCESS) return r;
     const bool three_d = sr.depth != 0;
     // Offset of the region's first byte and the extent of the bytes it spans, for one
@@ -453,7 +453,7 @@ ze_result_t ZE_APICALL CommandListAppendBarrier(ze_command_list_handle_t hComman
     if (l == nullptr) return bad_handle(hCommandList);
     Task t;
     t.what = "zeCommandListAppendBarrier";
-    t.exec_delay_ms = f.exec_delay_ms;
+    t.exec_delay_us = f.exec_delay_us;
     if (ze_result_t r = event_args(hSignalEvent, numWaitEvents, phWaitEvents, t); r != ZE_RESULT_SUCCESS) return r;
     return append(lock, *l, std::move(t));
 }
@@ -467,7 +467,7 @@ ze_result_t ZE_APICALL CommandListAppendSignalEvent(ze_command_list_handle_t hCo
     if (hEvent == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     Task t;
     t.what = "zeCommandListAppendSignalEvent";
-    t.exec_delay_ms = f.exec_delay_ms;
+    t.exec_delay_us = f.exec_delay_us;
     if (ze_result_t r = event_args(hEvent, 0, nullptr, t); r != ZE_RESULT_SUCCESS) return r;
     return append(lock, *l, std::move(t));
 }
@@ -481,7 +481,7 @@ ze_result_t ZE_APICALL CommandListAppendWaitOnEvents(ze_command_list_handle_t hC
     if (l == nullptr) return bad_handle(hCommandList);
     Task t;
     t.what = "zeCommandListAppendWaitOnEvents";
-    t.exec_delay_ms = f.exec_delay_ms;
+    t.exec_delay_us = f.exec_delay_us;
     if (ze_result_t r = event_args(nullptr, numEvents, phEvents, t); r != ZE_RESULT_SUCCESS) return r;
     return append(lock, *l, std::move(t));
 }

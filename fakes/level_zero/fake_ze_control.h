@@ -15,7 +15,7 @@
  *   XMC_FAKE_ZE_DEVICE_MEMORY  memory per device in bytes, optional K/M/G suffix
  *                              (default 8G); device allocations and physical memory are
  *                              counted against it
- *   XMC_FAKE_ZE_FAULTS         initial fault script (grammar below)
+ *   XMC_FAKE_ZE_FAULTS         initial fault script (below)
  * A malformed value prints a message naming the variable to stderr and makes the
  * driver's init fail with ZE_RESULT_ERROR_INVALID_ARGUMENT, so the loader reports no
  * fake devices instead of silently running a different configuration.
@@ -24,39 +24,27 @@
  * "xmc fake Level Zero device i".
  *
  * ---------------------------------------------------------------------------------
- * Fault script grammar (XMC_FAKE_ZE_FAULTS and xmc_fake_ze_set_faults)
- *
- *   script := rule { sep rule }     sep is ';' or a newline; empty rules are ignored, so
- *                                   "" (or NULL) installs no rules
- *   rule   := entry ':' when ':' action      (blanks around each part are ignored)
- *   entry  := name of an entry point the fake implements, e.g. zeMemFree,
- *             zeMemAllocHost, zeContextCreateEx, zeCommandListAppendMemoryCopy,
- *             zeVirtualMemMap, zesMemoryGetState (unknown names are rejected)
- *   when   := K      only the K-th call (K >= 1)
- *           | K+     the K-th call and every later one
- *           | *      every call (same as 1+)
- *   action := RESULT        the call returns this ze_result_t and has no other effect;
- *                           RESULT is a name (ZE_RESULT_ERROR_DEVICE_LOST) or a number
- *                           (decimal, or hex with 0x, e.g. 0x70000002; at most
- *                           0x7fffffff, the range of ze_result_t)
- *           | delay=MS      sleep MS milliseconds (0..600000), then run the call normally
- *           | nonidentity   zeMemAllocHost only: an external-memmap registration succeeds
- *                           but returns an address other than pSystemMemory (a private
- *                           alias, not coherent with the original pages); zeMemFree of
- *                           that address releases it
- *           | exec_delay=MS zeCommandListAppend* only: the appended command waits MS ms
- *                           on the device before it runs; the append returns at once
- *
- * Calls are counted per rule from the moment the script is installed (the k-th call
- * of zeMemFree after xmc_fake_ze_set_faults). When several rules match one call, all
- * delays are applied, then the first matching RESULT rule in script order decides.
- * A script is accepted or rejected as a whole: on a malformed script
- * xmc_fake_ze_set_faults returns -1, keeps the previous rules, prints the reason
- * (with the rule's position and text) to stderr and keeps it for
- * xmc_fake_ze_fault_error(). Examples:
- *   "zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST"
- *   "zeMemAllocHost:2+:nonidentity; zeVirtualMemMap:*:delay=20"
- *   "zeCommandListAppendMemoryCopy:1:exec_delay=200"
+ * Fault scripts (XMC_FAKE_ZE_FAULTS and xmc_fake_ze_set_faults). The grammar both fakes
+ * share is in fakes/README.md. What is particular to this fake:
+ *   - ENTRY is an entry point the fake implements (fake_ze_entries.h, e.g. zeMemFree,
+ *     zeMemAllocHost, zeCommandListAppendMemoryCopy, zesMemoryGetState); CODE a
+ *     ze_result_t name or a number 1..0x7fffffff.
+ *   - nonidentity:zeMemAllocHost (no argument): an external-memmap registration
+ *     succeeds but returns an address other than pSystemMemory (a private alias, not
+ *     coherent with the original pages); zeMemFree of that address releases it.
+ *   - size_limit sees the size argument of zeMemAllocHost (plain and registrations),
+ *     zeMemAllocDevice, zeVirtualMemReserve, zeVirtualMemMap,
+ *     zeCommandListAppendMemoryCopy, and desc->size of zePhysicalMemCreate.
+ *   - exhaust counts, per entry: zeMemAllocHost host allocations and registrations,
+ *     zeMemAllocDevice device allocations, zeVirtualMemReserve reservations,
+ *     zePhysicalMemCreate physical memory objects, zeVirtualMemMap mappings,
+ *     zeCommandQueueCreate queues, zeCommandListCreate regular lists,
+ *     zeCommandListCreateImmediate immediate lists, zeEventPoolCreate pools,
+ *     zeEventCreate events, and zeContextCreate / zeContextCreateEx every context:
+ *     the objects the ledger lists.
+ *   - exec_delay applies to zeCommandListAppend*: the appended command waits on the
+ *     device before it runs; the append returns at once.
+ *   - On a malformed script xmc_fake_ze_set_faults also prints the reason to stderr.
  *
  * ---------------------------------------------------------------------------------
  * What the fake models, and its answers where the specification leaves a choice
@@ -116,7 +104,7 @@
 extern "C" {
 #endif
 
-/* Installs a fault script (grammar above), replacing the current rules and restarting
+/* Installs a fault script (fakes/README.md), replacing the current rules and restarting
  * their counters. NULL or "" clears them. Returns 0, or -1 for a malformed script. */
 int xmc_fake_ze_set_faults(const char* script);
 

@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "fault_script.hpp"
+
 namespace xmc_fake_ze {
 
 constexpr size_t kHostPage = 4096;
@@ -132,7 +134,7 @@ struct Task {
     CopyOp copy;
     std::vector<uint64_t> waits;     // event ids
     uint64_t signal = 0;             // event id, 0 = none
-    uint32_t exec_delay_ms = 0;
+    uint64_t exec_delay_us = 0;      // an exec_delay fault holds the task back this long
 };
 
 // An in-order device queue with its own worker thread (immediate lists and command
@@ -184,21 +186,14 @@ struct Event {
 };
 
 // ---------------------------------------------------------------------------------
-// Fault script.
-struct Rule {
-    std::string entry;
-    uint64_t k = 1;
-    bool and_later = false;
-    enum Action { Result, Delay, NonIdentity, ExecDelay } action = Result;
-    ze_result_t result = ZE_RESULT_SUCCESS;
-    uint32_t ms = 0;
-    uint64_t seen = 0;  // calls of entry since the script was installed
-};
+// Fault script: the fake's dialect (entry points, result codes) of the shared grammar
+// (fakes/README.md), and what the rules decided for one call.
+const xmc_faults::Dialect& fault_dialect();
 
 struct FaultOutcome {
     ze_result_t result = ZE_RESULT_SUCCESS;
     bool nonidentity = false;
-    uint32_t exec_delay_ms = 0;
+    uint64_t exec_delay_us = 0;
 };
 
 // ---------------------------------------------------------------------------------
@@ -223,7 +218,7 @@ struct State {
     std::map<uint64_t, EventPool> pools;
     std::map<uint64_t, Event> events;
 
-    std::vector<Rule> rules;
+    std::vector<xmc_faults::Rule> rules;
     std::string fault_error;
     std::map<std::string, uint64_t> calls;
     uint64_t device_faults = 0;
@@ -237,8 +232,10 @@ State& S();
 void configure_locked();
 
 // Entry-point prologue: counts the call, applies the fault rules (sleeping unlocked for
-// delays). Call it first, without the lock.
-FaultOutcome enter(const char* entry);
+// delays). Call it first, without the lock. `size` (null: none) is the call's size
+// argument, for size_limit rules: the entries kEntries marks as taking one pass it.
+FaultOutcome enter(const char* entry, const uint64_t* size = nullptr);
+inline FaultOutcome enter_sized(const char* entry, uint64_t size) { return enter(entry, &size); }
 
 // Name of a result code ("ZE_RESULT_ERROR_DEVICE_LOST"), or "" if unknown.
 const char* result_name(ze_result_t r);

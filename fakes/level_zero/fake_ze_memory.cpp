@@ -157,7 +157,7 @@ ze_result_t register_range(Context& c, const xmc_ze_external_memmap_sysmem_ext_d
 //   as compute-runtime answers.
 ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t hContext, const ze_host_mem_alloc_desc_t* host_desc,
                                     size_t size, size_t alignment, void** pptr) {
-    FaultOutcome f = enter("zeMemAllocHost");
+    FaultOutcome f = enter_sized("zeMemAllocHost", size);
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -194,7 +194,7 @@ ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t hContext, const ze_host_
 ze_result_t ZE_APICALL MemAllocDevice(ze_context_handle_t hContext, const ze_device_mem_alloc_desc_t* device_desc,
                                       size_t size, size_t alignment, ze_device_handle_t hDevice,
                                       void** pptr) {
-    FaultOutcome f = enter("zeMemAllocDevice");
+    FaultOutcome f = enter_sized("zeMemAllocDevice", size);
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -371,7 +371,7 @@ ze_result_t ZE_APICALL VirtualMemQueryPageSize(ze_context_handle_t hContext, ze_
 // with ZE_RESULT_ERROR_INVALID_NULL_POINTER, so callers pass some non-null hint.
 ze_result_t ZE_APICALL VirtualMemReserve(ze_context_handle_t hContext, const void* pStart, size_t size,
                                          void** pptr) {
-    FaultOutcome f = enter("zeVirtualMemReserve");
+    FaultOutcome f = enter_sized("zeVirtualMemReserve", size);
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
     Context* c = context_of(hContext);
@@ -413,7 +413,8 @@ ze_result_t ZE_APICALL VirtualMemFree(ze_context_handle_t hContext, const void* 
 // device outside the context: ZE_RESULT_ERROR_DEVICE_LOST, as for zeMemAllocDevice.
 ze_result_t ZE_APICALL PhysicalMemCreate(ze_context_handle_t hContext, ze_device_handle_t hDevice,
                                          ze_physical_mem_desc_t* desc, ze_physical_mem_handle_t* phPhysicalMemory) {
-    FaultOutcome f = enter("zePhysicalMemCreate");
+    // desc is checked below; without one there is no size for size_limit to see.
+    FaultOutcome f = desc != nullptr ? enter_sized("zePhysicalMemCreate", desc->size) : enter("zePhysicalMemCreate");
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -466,7 +467,7 @@ ze_result_t ZE_APICALL PhysicalMemDestroy(ze_context_handle_t hContext, ze_physi
 ze_result_t ZE_APICALL VirtualMemMap(ze_context_handle_t hContext, const void* ptr, size_t size,
                                      ze_physical_mem_handle_t hPhysicalMemory, size_t offset,
                                      ze_memory_access_attribute_t access) {
-    FaultOutcome f = enter("zeVirtualMemMap");
+    FaultOutcome f = enter_sized("zeVirtualMemMap", size);
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);

@@ -1,4 +1,5 @@
-// Global state, configuration from the environment, the fault script, and the control
+// Global state, configuration from the environment, the fault-script dialect (the
+// grammar and its parser are shared: fakes/README.md, fakes/common/), and the control
 // API (fake_ze_control.h).
 #include "fake_ze_control.h"
 #include "fake_ze_internal.h"
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 namespace xmc_fake_ze {
 
@@ -81,35 +83,76 @@ const NamedResult kResults[] = {
     {"ZE_RESULT_ERROR_UNKNOWN", ZE_RESULT_ERROR_UNKNOWN},
 };
 
-// Every entry point the fake implements; a fault rule must name one of these.
-const char* const kEntryPoints[] = {
-    "zeInit",
-    "zeDriverGet", "zeDriverGetApiVersion", "zeDriverGetProperties",
-    "zeDriverGetExtensionProperties",
-    "zeDeviceGet", "zeDeviceGetProperties", "zeDeviceGetMemoryProperties",
-    "zeDeviceGetCommandQueueGroupProperties",
-    "zeContextCreate", "zeContextCreateEx", "zeContextDestroy",
-    "zeMemAllocHost", "zeMemAllocDevice", "zeMemFree", "zeMemGetAllocProperties",
-    "zeMemGetAddressRange",
-    "zeVirtualMemReserve", "zeVirtualMemFree", "zeVirtualMemQueryPageSize",
-    "zeVirtualMemMap", "zeVirtualMemUnmap", "zeVirtualMemSetAccessAttribute",
-    "zeVirtualMemGetAccessAttribute", "zePhysicalMemCreate", "zePhysicalMemDestroy",
-    "zeCommandQueueCreate", "zeCommandQueueDestroy", "zeCommandQueueExecuteCommandLists",
-    "zeCommandQueueSynchronize",
-    "zeCommandListCreate", "zeCommandListCreateImmediate", "zeCommandListDestroy",
-    "zeCommandListClose", "zeCommandListReset",
-    "zeCommandListAppendMemoryCopy", "zeCommandListAppendMemoryCopyRegion",
-    "zeCommandListAppendBarrier", "zeCommandListAppendSignalEvent",
-    "zeCommandListAppendWaitOnEvents",
-    "zeEventPoolCreate", "zeEventPoolDestroy", "zeEventCreate", "zeEventDestroy",
-    "zeEventHostSignal", "zeEventHostSynchronize", "zeEventQueryStatus",
-    "zeEventHostReset",
-    "zesDeviceEnumMemoryModules", "zesMemoryGetProperties", "zesMemoryGetState",
+// What exhaust counts: the live objects an entry point made (lock held); the same
+// objects the ledger lists. Both context entries count every context.
+uint64_t live_contexts() { return S().contexts.size(); }
+uint64_t count_allocs(bool device) {
+    uint64_t n = 0;
+    for (const auto& [base, a] : S().allocs) n += (a.type == AllocType::Device) == device ? 1 : 0;
+    return n;
+}
+uint64_t live_host_allocs() { return count_allocs(false); }  // registrations included
+uint64_t live_device_allocs() { return count_allocs(true); }
+uint64_t live_reservations() { return S().reservations.size(); }
+uint64_t live_physmems() { return S().physmems.size(); }
+uint64_t live_mappings() { return S().mappings.size(); }
+uint64_t live_queues() { return S().queues.size(); }
+uint64_t count_lists(bool immediate) {
+    uint64_t n = 0;
+    for (const auto& [id, l] : S().lists) n += l->immediate == immediate ? 1 : 0;
+    return n;
+}
+uint64_t live_lists() { return count_lists(false); }
+uint64_t live_immediate_lists() { return count_lists(true); }
+uint64_t live_pools() { return S().pools.size(); }
+uint64_t live_events() { return S().events.size(); }
+
+// Every entry point the fake implements, and what fault scripts can do to it beyond
+// fail and delay (fakes/README.md): {name, takes a size, queues work (exec_delay),
+// nonidentity, live objects it made (exhaust)}. The entries marked as taking a size
+// pass it to enter().
+const xmc_faults::Entry kEntries[] = {
+    {"zeInit"},
+    {"zeDriverGet"}, {"zeDriverGetApiVersion"}, {"zeDriverGetProperties"},
+    {"zeDriverGetExtensionProperties"},
+    {"zeDeviceGet"}, {"zeDeviceGetProperties"}, {"zeDeviceGetMemoryProperties"},
+    {"zeDeviceGetCommandQueueGroupProperties"},
+    {"zeContextCreate", false, false, false, live_contexts},
+    {"zeContextCreateEx", false, false, false, live_contexts},
+    {"zeContextDestroy"},
+    {"zeMemAllocHost", true, false, true, live_host_allocs},
+    {"zeMemAllocDevice", true, false, false, live_device_allocs},
+    {"zeMemFree"}, {"zeMemGetAllocProperties"}, {"zeMemGetAddressRange"},
+    {"zeVirtualMemReserve", true, false, false, live_reservations},
+    {"zeVirtualMemFree"}, {"zeVirtualMemQueryPageSize"},
+    {"zeVirtualMemMap", true, false, false, live_mappings},
+    {"zeVirtualMemUnmap"}, {"zeVirtualMemSetAccessAttribute"}, {"zeVirtualMemGetAccessAttribute"},
+    {"zePhysicalMemCreate", true, false, false, live_physmems},
+    {"zePhysicalMemDestroy"},
+    {"zeCommandQueueCreate", false, false, false, live_queues},
+    {"zeCommandQueueDestroy"}, {"zeCommandQueueExecuteCommandLists"}, {"zeCommandQueueSynchronize"},
+    {"zeCommandListCreate", false, false, false, live_lists},
+    {"zeCommandListCreateImmediate", false, false, false, live_immediate_lists},
+    {"zeCommandListDestroy"}, {"zeCommandListClose"}, {"zeCommandListReset"},
+    {"zeCommandListAppendMemoryCopy", true, true},
+    {"zeCommandListAppendMemoryCopyRegion", false, true},
+    {"zeCommandListAppendBarrier", false, true},
+    {"zeCommandListAppendSignalEvent", false, true},
+    {"zeCommandListAppendWaitOnEvents", false, true},
+    {"zeEventPoolCreate", false, false, false, live_pools},
+    {"zeEventPoolDestroy"},
+    {"zeEventCreate", false, false, false, live_events},
+    {"zeEventDestroy"}, {"zeEventHostSignal"}, {"zeEventHostSynchronize"}, {"zeEventQueryStatus"},
+    {"zeEventHostReset"},
+    {"zesDeviceEnumMemoryModules"}, {"zesMemoryGetProperties"}, {"zesMemoryGetState"},
 };
 
-bool known_entry(const std::string& name) {
-    for (const char* e : kEntryPoints)
-        if (name == e) return true;
+bool code_by_name(std::string_view name, int64_t* value) {
+    for (const auto& r : kResults)
+        if (name == r.name) {
+            *value = static_cast<int64_t>(r.value);
+            return true;
+        }
     return false;
 }
 
@@ -119,110 +162,10 @@ std::string trim(const std::string& s) {
     return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-// Parses a whole unsigned decimal (or 0x-hex when hex_ok) number.
-bool parse_u64(const std::string& s, uint64_t& out, bool hex_ok) {
-    if (s.empty()) return false;
-    int base = 10;
-    size_t start = 0;
-    if (hex_ok && s.size() > 2 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) {
-        base = 16;
-        start = 2;
-    }
-    for (size_t i = start; i < s.size(); ++i)
-        if (!(base == 16 ? std::isxdigit(static_cast<unsigned char>(s[i]))
-                         : std::isdigit(static_cast<unsigned char>(s[i]))))
-            return false;
-    if (start == s.size()) return false;
-    errno = 0;
-    unsigned long long v = std::strtoull(s.c_str() + start, nullptr, base);
-    if (errno == ERANGE) return false;
-    out = v;
-    return true;
-}
-
-bool parse_result(const std::string& s, ze_result_t& out) {
-    for (const auto& r : kResults)
-        if (s == r.name) {
-            out = r.value;
-            return true;
-        }
-    uint64_t v = 0;
-    if (parse_u64(s, v, true) && v <= 0x7fffffffu) {  // ze_result_t's range (its largest is 0x7fffffff)
-        out = static_cast<ze_result_t>(v);
-        return true;
-    }
-    return false;
-}
-
-bool is_append(const std::string& entry) { return entry.rfind("zeCommandListAppend", 0) == 0; }
-
-// Parses a script; on failure returns false with `error` naming the rule.
-bool parse_script(const char* script, std::vector<Rule>& rules, std::string& error) {
-    rules.clear();
-    if (script == nullptr) return true;
-    std::string text(script);
-    size_t pos = 0;
-    int number = 0;
-    while (pos <= text.size()) {
-        size_t end = text.find_first_of(";\n", pos);
-        if (end == std::string::npos) end = text.size();
-        std::string raw = trim(text.substr(pos, end - pos));
-        pos = end + 1;
-        if (raw.empty()) continue;
-        ++number;
-        auto fail = [&](const std::string& why) {
-            error = "rule " + std::to_string(number) + " '" + raw + "': " + why +
-                    " (expected entry:when:action, e.g. zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST)";
-            return false;
-        };
-        size_t c1 = raw.find(':');
-        size_t c2 = c1 == std::string::npos ? c1 : raw.find(':', c1 + 1);
-        if (c2 == std::string::npos) return fail("needs three parts separated by ':'");
-        Rule rule;
-        rule.entry = trim(raw.substr(0, c1));
-        std::string when = trim(raw.substr(c1 + 1, c2 - c1 - 1));
-        std::string action = trim(raw.substr(c2 + 1));
-        if (!known_entry(rule.entry))
-            return fail("unknown entry point '" + rule.entry + "' (not modelled by the fake)");
-        if (when == "*") {
-            rule.k = 1;
-            rule.and_later = true;
-        } else {
-            std::string digits = when;
-            if (!digits.empty() && digits.back() == '+') {
-                rule.and_later = true;
-                digits.pop_back();
-            }
-            if (!parse_u64(digits, rule.k, false) || rule.k == 0)
-                return fail("'" + when + "' is not a call number K >= 1, K+ or *");
-        }
-        auto parse_ms = [&](const std::string& value, uint32_t& ms) {
-            uint64_t v = 0;
-            if (!parse_u64(value, v, false) || v > 600000) return false;
-            ms = static_cast<uint32_t>(v);
-            return true;
-        };
-        if (action.rfind("delay=", 0) == 0) {
-            rule.action = Rule::Delay;
-            if (!parse_ms(action.substr(6), rule.ms))
-                return fail("delay needs milliseconds 0..600000");
-        } else if (action.rfind("exec_delay=", 0) == 0) {
-            rule.action = Rule::ExecDelay;
-            if (!is_append(rule.entry))
-                return fail("exec_delay applies only to zeCommandListAppend* entry points");
-            if (!parse_ms(action.substr(11), rule.ms))
-                return fail("exec_delay needs milliseconds 0..600000");
-        } else if (action == "nonidentity") {
-            rule.action = Rule::NonIdentity;
-            if (rule.entry != "zeMemAllocHost")
-                return fail("nonidentity applies only to zeMemAllocHost");
-        } else {
-            rule.action = Rule::Result;
-            if (!parse_result(action, rule.result))
-                return fail("unknown action or result code '" + action + "'");
-        }
-        rules.push_back(rule);
-    }
+// Parses a whole unsigned decimal number.
+bool parse_u64(const std::string& s, uint64_t& out) {
+    if (s.empty() || s.size() > 19 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    out = std::strtoull(s.c_str(), nullptr, 10);
     return true;
 }
 
@@ -240,7 +183,7 @@ bool env_u64(const char* name, uint64_t& out, bool allow_suffix, std::string& er
         if (mult != 1) s.pop_back();
     }
     uint64_t n = 0;
-    if (!parse_u64(s, n, false) || n > (UINT64_MAX / mult)) {
+    if (!parse_u64(s, n) || n > (UINT64_MAX / mult)) {
         error = std::string(name) + "='" + v + "' is not a number";
         return false;
     }
@@ -249,6 +192,20 @@ bool env_u64(const char* name, uint64_t& out, bool allow_suffix, std::string& er
 }
 
 }  // namespace
+
+const xmc_faults::Dialect& fault_dialect() {
+    static const xmc_faults::Dialect d = [] {
+        xmc_faults::Dialect d;
+        d.fake = "the fake Level Zero driver";
+        d.entries.assign(std::begin(kEntries), std::end(kEntries));
+        d.code_by_name = code_by_name;
+        d.code_type = "ze_result_t";
+        d.max_code = 0x7fffffff;  // ze_result_t's range (its largest is 0x7fffffff)
+        d.nonidentity_offset = false;  // the alias is wherever the fake's mapping lands
+        return d;
+    }();
+    return d;
+}
 
 const char* result_name(ze_result_t r) {
     for (const auto& n : kResults)
@@ -278,7 +235,7 @@ void configure_locked() {
                 size_t end = text.find(',', pos);
                 if (end == std::string::npos) end = text.size();
                 uint64_t v = 0;
-                if (!parse_u64(trim(text.substr(pos, end - pos)), v, false) || v >= count) {
+                if (!parse_u64(trim(text.substr(pos, end - pos)), v) || v >= count) {
                     ok = false;
                 } else {
                     order.push_back(static_cast<uint32_t>(v));
@@ -299,7 +256,7 @@ void configure_locked() {
     if (ok) {
         const char* f = std::getenv("XMC_FAKE_ZE_FAULTS");
         std::string why;
-        if (!parse_script(f, s.rules, why)) {
+        if (f != nullptr && !xmc_faults::parse(fault_dialect(), f, s.rules, why)) {
             error = "XMC_FAKE_ZE_FAULTS: " + why;
             s.rules.clear();
             ok = false;
@@ -320,32 +277,20 @@ void configure_locked() {
     for (uint32_t pos = 0; pos < count; ++pos) s.devices[order[pos]].position = pos;
 }
 
-FaultOutcome enter(const char* entry) {
+FaultOutcome enter(const char* entry, const uint64_t* size) {
     FaultOutcome out;
-    uint32_t delay_ms = 0;
+    xmc_faults::Decision d;
     {
         State& s = S();
         std::lock_guard<std::mutex> lock(s.mu);
         configure_locked();
         ++s.calls[entry];
-        bool decided = false;
-        for (Rule& r : s.rules) {
-            if (r.entry != entry) continue;
-            ++r.seen;
-            bool hit = r.and_later ? r.seen >= r.k : r.seen == r.k;
-            if (!hit) continue;
-            switch (r.action) {
-            case Rule::Delay: delay_ms += r.ms; break;
-            case Rule::ExecDelay: out.exec_delay_ms += r.ms; break;
-            case Rule::NonIdentity: out.nonidentity = true; break;
-            case Rule::Result:
-                if (!decided) out.result = r.result;
-                decided = true;
-                break;
-            }
-        }
+        d = xmc_faults::decide(s.rules, {entry, size != nullptr, size != nullptr ? *size : 0});
     }
-    if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+    if (d.delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.delay_us));
+    if (d.fail) out.result = static_cast<ze_result_t>(d.code);
+    out.nonidentity = d.nonidentity;
+    out.exec_delay_us = d.exec_delay_us;
     return out;
 }
 
@@ -398,9 +343,9 @@ extern "C" ZE_DLLEXPORT int xmc_fake_ze_set_faults(const char* script) {
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     configure_locked();
-    std::vector<Rule> rules;
+    std::vector<xmc_faults::Rule> rules;
     std::string error;
-    if (!parse_script(script, rules, error)) {
+    if (script != nullptr && !xmc_faults::parse(fault_dialect(), script, rules, error)) {
         s.fault_error = error;
         std::fprintf(stderr, "xmc_fake_ze: fault script rejected: %s\n", error.c_str());
         return -1;

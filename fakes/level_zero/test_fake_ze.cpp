@@ -319,10 +319,14 @@ TEST_F(FakeZe, MalformedEnvironmentFailsInitWithAMessage) {
     // With a single driver the loader returns that driver's init result.
     EXPECT_NE(out.find("XMC_FAKE_ZE_ORDER"), std::string::npos) << out;
     EXPECT_NE(out.find("zeInit=0x78000004"), std::string::npos) << out;
-    out = run_child("XMC_FAKE_ZE_FAULTS='zeMemFree:1:ZE_RESULT_ERROR_BOGUS'", "init");
+    out = run_child("XMC_FAKE_ZE_FAULTS='fail:zeMemFree:ZE_RESULT_ERROR_BOGUS@1'", "init");
     EXPECT_NE(out.find("XMC_FAKE_ZE_FAULTS"), std::string::npos) << out;
     EXPECT_NE(out.find("zeInit=0x78000004"), std::string::npos) << out;
+    // The old form is refused at init too, naming the new one.
     out = run_child("XMC_FAKE_ZE_FAULTS='zeMemFree:2:ZE_RESULT_ERROR_DEVICE_LOST'", "init");
+    EXPECT_NE(out.find("write 'fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@2'"), std::string::npos) << out;
+    EXPECT_NE(out.find("zeInit=0x78000004"), std::string::npos) << out;
+    out = run_child("XMC_FAKE_ZE_FAULTS='fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@2'", "init");
     EXPECT_EQ(out, "zeInit=0x0\n");
 }
 
@@ -446,7 +450,7 @@ TEST_F(FakeZe, InjectedMemFreeFailureKeepsTheRegistration) {
     Pages host(2 * kPage, 1), dst(2 * kPage);
     void* mapped = nullptr;
     ASSERT_EQ(register_host(c, host.p, host.n, &mapped), ZE_RESULT_SUCCESS);
-    ASSERT_EQ(ctl.set_faults("zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST"), 0) << ctl.fault_error();
+    ASSERT_EQ(ctl.set_faults("fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@1"), 0) << ctl.fault_error();
     EXPECT_EQ(zeMemFree(c, mapped), ZE_RESULT_ERROR_DEVICE_LOST);
     EXPECT_EQ(ctl.live_objects(), 2u) << ledger_text();  // context + registration
     EXPECT_NE(ledger_text().find("registration"), std::string::npos);
@@ -461,8 +465,8 @@ TEST_F(FakeZe, InjectedMemFreeFailureKeepsTheRegistration) {
 TEST_F(FakeZe, FaultScriptNonIdentityEveryCallNumericCodeAndDelay) {
     ze_context_handle_t c = context_for({g_devices[0]});
     Pages host(2 * kPage);
-    ASSERT_EQ(ctl.set_faults("zeMemAllocHost:1:nonidentity ; zeContextCreate:2+:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY\n"
-                             "zeEventPoolCreate:*:0x70000002;zeContextDestroy:1:delay=50"),
+    ASSERT_EQ(ctl.set_faults("nonidentity:zeMemAllocHost@1 ; fail:zeContextCreate:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY@2+\n"
+                             "fail:zeEventPoolCreate:0x70000002 # every call\ndelay:zeContextDestroy:50ms@1"),
               0)
         << ctl.fault_error();
     void* mapped = nullptr;
@@ -487,7 +491,7 @@ TEST_F(FakeZe, FaultScriptNonIdentityEveryCallNumericCodeAndDelay) {
     EXPECT_EQ(ctl.call_count("zeContextCreate"), 3u);
 
     // exec_delay holds the appended command back on the device, not the caller.
-    ASSERT_EQ(ctl.set_faults("zeCommandListAppendMemoryCopy:2:exec_delay=60"), 0) << ctl.fault_error();
+    ASSERT_EQ(ctl.set_faults("exec_delay:zeCommandListAppendMemoryCopy:60ms@2"), 0) << ctl.fault_error();
     ze_command_list_handle_t l = immediate_list(c, g_devices[0]);
     std::vector<uint8_t> a(64, 3), b(64, 0);
     {
@@ -503,24 +507,31 @@ TEST_F(FakeZe, FaultScriptNonIdentityEveryCallNumericCodeAndDelay) {
 }
 
 TEST_F(FakeZe, MalformedFaultScriptsAreRejectedWithAReason) {
-    ASSERT_EQ(ctl.set_faults("zeContextCreate:1:ZE_RESULT_ERROR_DEVICE_LOST"), 0);
+    ASSERT_EQ(ctl.set_faults("fail:zeContextCreate:ZE_RESULT_ERROR_DEVICE_LOST@1"), 0);
     const char* bad[] = {
         "zeMemFree",
-        "zeMemFree:1",
-        "zeMemFree:0:ZE_RESULT_ERROR_DEVICE_LOST",
-        "zeMemFree:-1:ZE_RESULT_ERROR_DEVICE_LOST",
-        "zeMemFree:x:ZE_RESULT_ERROR_DEVICE_LOST",
-        "zeMemFree:99999999999999999999999:ZE_RESULT_ERROR_DEVICE_LOST",
-        "zeNoSuchCall:1:ZE_RESULT_ERROR_DEVICE_LOST",
-        "zeMemAllocShared:1:ZE_RESULT_ERROR_DEVICE_LOST",
-        "zeMemFree:1:ZE_RESULT_ERROR_NOPE",
-        "zeMemFree:1:0x1ffffffff",
-        "zeMemFree:1:nonidentity",
-        "zeMemFree:1:exec_delay=5",
-        "zeMemFree:1:delay=",
-        "zeMemFree:1:delay=99999999",
+        "fail:zeMemFree",
+        "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@0",
+        "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@-1",
+        "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@x",
+        "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@99999999999999999999999",
+        "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@*",
+        "fail:zeNoSuchCall:ZE_RESULT_ERROR_DEVICE_LOST",
+        "fail:zeMemAllocShared:ZE_RESULT_ERROR_DEVICE_LOST",
+        "fail:zeMemFree:ZE_RESULT_ERROR_NOPE",
+        "fail:zeMemFree:0x1ffffffff",
+        "fail:zeMemFree:ZE_RESULT_SUCCESS",
+        "nonidentity:zeMemFree",
+        "nonidentity:zeMemAllocHost:4096",
+        "exec_delay:zeMemFree:5ms",
+        "delay:zeMemFree:",
+        "delay:zeMemFree:20",
+        "delay:zeMemFree:601s",
+        "size_limit:zeMemFree:1G:ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
+        "exhaust:zeMemFree:1:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+        "zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST",
         ":::",
-        "zeMemFree:1:ZE_RESULT_SUCCESS; garbage",
+        "fail:zeMemFree:ZE_RESULT_ERROR_UNKNOWN; garbage",
         "\x01\x02\xff:1:2",
     };
     for (const char* s : bad) {
@@ -900,6 +911,181 @@ TEST_F(FakeZe, DeviceMemoryIsCountedAndCanRunOut) {
     EXPECT_EQ(zeMemFree(c, big), ZE_RESULT_SUCCESS);
     EXPECT_EQ(sysman_free(d), uint64_t(8) << 30);
     EXPECT_EQ(zeContextDestroy(c), ZE_RESULT_SUCCESS);
+}
+
+// ---------------------------------------------------------------------------------
+// Fault scripts: the shared grammar's refusals, size_limit and exhaust.
+// The old form entry:when:action is refused with the same rule in the new form, and
+// that spelling is accepted; the shared parser's other refusals name their reason.
+TEST_F(FakeZe, OldFormsAreRefusedWithTheirNewSpelling) {
+    const std::pair<const char*, const char*> old_new[] = {
+        {"zeMemFree:1:ZE_RESULT_ERROR_DEVICE_LOST", "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@1"},
+        {"zeMemAllocHost:*:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY", "fail:zeMemAllocHost:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY"},
+        {"zeMemFree:3+:0x70000002", "fail:zeMemFree:0x70000002@3+"},
+        {"zeMemAllocHost:2+:nonidentity", "nonidentity:zeMemAllocHost@2+"},
+        {"zeVirtualMemMap:*:delay=20", "delay:zeVirtualMemMap:20ms"},
+        {"zeCommandListAppendMemoryCopy:1:exec_delay=200", "exec_delay:zeCommandListAppendMemoryCopy:200ms@1"},
+    };
+    for (auto [old_rule, new_rule] : old_new) {
+        EXPECT_EQ(ctl.set_faults(old_rule), -1) << old_rule;
+        const std::string why = ctl.fault_error();
+        EXPECT_NE(why.find(std::string("the old form ENTRY:WHEN:ACTION is gone (rules are ACTION:ENTRY:ARG[@WHEN]): "
+                                       "write '") + new_rule + "'"),
+                  std::string::npos)
+            << why;
+        EXPECT_EQ(ctl.set_faults(new_rule), 0) << new_rule << ": " << ctl.fault_error();
+    }
+    const std::pair<const char*, const char*> refused[] = {
+        {"fail:zeNoSuchCall:ZE_RESULT_ERROR_DEVICE_LOST",
+         "unknown entry point 'zeNoSuchCall' (the fake Level Zero driver does not implement it)"},
+        {"fail:zeMemFree:ZE_RESULT_ERROR_NOPE", "unknown ze_result_t 'ZE_RESULT_ERROR_NOPE'"},
+        {"fail:zeMemFree:0x80000000", "(a name or a number 1..2147483647)"},
+        {"fail:zeMemFree:ZE_RESULT_SUCCESS", "'ZE_RESULT_SUCCESS' is success, not a failure"},
+        {"fail:zeMemFree:ZE_RESULT_ERROR_UNKNOWN@0", "bad call number '0'"},
+        {"fail:zeMemFree:ZE_RESULT_ERROR_UNKNOWN@*", "bad call number '*'"},
+        {"delay:zeVirtualMemMap:20", "no unit: write 'delay:zeVirtualMemMap:20us'"},
+        {"exec_delay:zeVirtualMemMap:2ms", "exec_delay does not apply to 'zeVirtualMemMap' (it applies to: "
+                                           "zeCommandListAppendMemoryCopy, zeCommandListAppendMemoryCopyRegion,"},
+        {"nonidentity:zeMemAllocHost:0x1000", "expected nonidentity:ENTRY[@WHEN]"},
+        {"size_limit:zeMemFree:1G:ZE_RESULT_ERROR_UNSUPPORTED_SIZE",
+         "size_limit does not apply to 'zeMemFree' (it applies to: zeMemAllocHost, zeMemAllocDevice,"},
+        {"exhaust:zeMemFree:4:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY",
+         "exhaust does not apply to 'zeMemFree' (it applies to: zeContextCreate, zeContextCreateEx,"},
+    };
+    for (auto [script, why] : refused) {
+        EXPECT_EQ(ctl.set_faults(script), -1) << script;
+        EXPECT_NE(std::string(ctl.fault_error()).find(why), std::string::npos) << ctl.fault_error();
+    }
+    EXPECT_EQ(ctl.set_faults(nullptr), 0);
+}
+
+// size_limit: a call whose size exceeds the limit answers the code and does nothing;
+// smaller calls run.
+TEST_F(FakeZe, SizeLimitRefusesOnlyCallsAboveTheLimit) {
+    ze_device_handle_t d = g_devices[0];
+    ze_context_handle_t c = context_for({d});
+    ASSERT_EQ(ctl.set_faults("size_limit:zeMemAllocHost:8K:ZE_RESULT_ERROR_UNSUPPORTED_SIZE\n"
+                             "size_limit:zeMemAllocDevice:1M:ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n"
+                             "size_limit:zePhysicalMemCreate:2M:ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n"
+                             "size_limit:zeVirtualMemReserve:4M:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY\n"
+                             "size_limit:zeVirtualMemMap:2M:ZE_RESULT_ERROR_INVALID_ARGUMENT\n"
+                             "size_limit:zeCommandListAppendMemoryCopy:16:ZE_RESULT_ERROR_INVALID_SIZE"),
+              0)
+        << ctl.fault_error();
+    Pages host(3 * kPage);
+    void* reg = nullptr;
+    EXPECT_EQ(register_host(c, host.p, 3 * kPage, &reg), ZE_RESULT_ERROR_UNSUPPORTED_SIZE);
+    EXPECT_EQ(ctl.live_objects(), 1u) << ledger_text();  // the context: nothing registered
+    ASSERT_EQ(register_host(c, host.p, 2 * kPage, &reg), ZE_RESULT_SUCCESS);
+
+    const uint64_t free0 = sysman_free(d);
+    ze_device_mem_alloc_desc_t dd{ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC, nullptr, 0, 0};
+    void* dev = nullptr;
+    EXPECT_EQ(zeMemAllocDevice(c, &dd, (1u << 20) + 1, 0, d, &dev), ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
+    EXPECT_EQ(sysman_free(d), free0) << "a refused allocation takes no memory";
+    ASSERT_EQ(zeMemAllocDevice(c, &dd, 1u << 20, 0, d, &dev), ZE_RESULT_SUCCESS);
+
+    ze_physical_mem_desc_t big{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0, 2 * kVmPage};
+    ze_physical_mem_desc_t one{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0, kVmPage};
+    ze_physical_mem_handle_t pm = nullptr;
+    EXPECT_EQ(zePhysicalMemCreate(c, d, &big, &pm), ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
+    ASSERT_EQ(zePhysicalMemCreate(c, d, &one, &pm), ZE_RESULT_SUCCESS);
+    void* va = nullptr;
+    EXPECT_EQ(zeVirtualMemReserve(c, kHint, 3 * kVmPage, &va), ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    ASSERT_EQ(zeVirtualMemReserve(c, kHint, 2 * kVmPage, &va), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeVirtualMemMap(c, va, 2 * kVmPage, pm, 0, ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE),
+              ZE_RESULT_ERROR_INVALID_ARGUMENT);
+    ASSERT_EQ(zeVirtualMemMap(c, va, kVmPage, pm, 0, ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE), ZE_RESULT_SUCCESS);
+
+    ze_command_list_handle_t l = immediate_list(c, d);
+    std::vector<uint8_t> src(32, 9), dst(32, 0);
+    EXPECT_EQ(copy_and_wait(c, l, dst.data(), src.data(), 17), ZE_RESULT_ERROR_INVALID_SIZE);
+    EXPECT_EQ(dst[0], 0);
+    EXPECT_EQ(copy_and_wait(c, l, dst.data(), src.data(), 16), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(dst[15], 9);
+    // context, registration, device allocation, physical memory, reservation, mapping, list
+    EXPECT_EQ(ctl.live_objects(), 7u) << ledger_text();
+    EXPECT_EQ(zeCommandListDestroy(l), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeVirtualMemUnmap(c, va, kVmPage), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeVirtualMemFree(c, va, 2 * kVmPage), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zePhysicalMemDestroy(c, pm), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeMemFree(c, dev), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeMemFree(c, reg), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeContextDestroy(c), ZE_RESULT_SUCCESS);
+}
+
+// exhaust: once N objects made by the entry are alive, its calls answer the code until
+// one is destroyed; objects made before the script count too.
+TEST_F(FakeZe, ExhaustRefusesWhileNObjectsLiveAndRecoversAfterADestroy) {
+    ze_device_handle_t d = g_devices[0];
+    ze_context_handle_t c = context_for({d});
+    ze_physical_mem_desc_t pd{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0, kVmPage};
+    ze_physical_mem_handle_t pm[3] = {};
+    ASSERT_EQ(zePhysicalMemCreate(c, d, &pd, &pm[0]), ZE_RESULT_SUCCESS);  // before the script
+    ASSERT_EQ(ctl.set_faults("exhaust:zePhysicalMemCreate:2:ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY\n"
+                             "exhaust:zeMemAllocHost:1:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY\n"
+                             "exhaust:zeCommandListCreateImmediate:1:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY\n"
+                             "exhaust:zeEventCreate:1:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY\n"
+                             "exhaust:zeContextCreateEx:1:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY"),
+              0)
+        << ctl.fault_error();
+    const uint64_t free0 = sysman_free(d);
+    ASSERT_EQ(zePhysicalMemCreate(c, d, &pd, &pm[1]), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zePhysicalMemCreate(c, d, &pd, &pm[2]), ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY);
+    EXPECT_EQ(zePhysicalMemCreate(c, d, &pd, &pm[2]), ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY) << "until one goes";
+    EXPECT_EQ(sysman_free(d), free0 - kVmPage) << "a refused create takes no memory";
+    EXPECT_EQ(ctl.live_objects(), 3u) << ledger_text();  // context, two physical memories
+    ASSERT_EQ(zePhysicalMemDestroy(c, pm[0]), ZE_RESULT_SUCCESS);
+    ASSERT_EQ(zePhysicalMemCreate(c, d, &pd, &pm[2]), ZE_RESULT_SUCCESS) << "room again";
+
+    // Plain host allocations and registrations are both made by zeMemAllocHost.
+    Pages x(kPage), y(kPage);
+    void* rx = nullptr;
+    void* ry = nullptr;
+    ASSERT_EQ(register_host(c, x.p, kPage, &rx), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(register_host(c, y.p, kPage, &ry), ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    ze_host_mem_alloc_desc_t hd{ZE_STRUCTURE_TYPE_HOST_MEM_ALLOC_DESC, nullptr, 0};
+    void* plain = nullptr;
+    EXPECT_EQ(zeMemAllocHost(c, &hd, 64, 0, &plain), ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    ASSERT_EQ(zeMemFree(c, rx), ZE_RESULT_SUCCESS);
+    ASSERT_EQ(register_host(c, y.p, kPage, &ry), ZE_RESULT_SUCCESS);
+
+    ze_command_list_handle_t l1 = immediate_list(c, d);
+    ze_command_queue_desc_t q{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, 0, 0, 0,
+                              ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
+    ze_command_list_handle_t l2 = nullptr;
+    EXPECT_EQ(zeCommandListCreateImmediate(c, d, &q, &l2), ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    ASSERT_EQ(zeCommandListDestroy(l1), ZE_RESULT_SUCCESS);
+    ASSERT_EQ(zeCommandListCreateImmediate(c, d, &q, &l2), ZE_RESULT_SUCCESS);
+
+    ze_event_pool_desc_t epd{ZE_STRUCTURE_TYPE_EVENT_POOL_DESC, nullptr, ZE_EVENT_POOL_FLAG_HOST_VISIBLE, 2};
+    ze_event_pool_handle_t pool = nullptr;
+    ASSERT_EQ(zeEventPoolCreate(c, &epd, 0, nullptr, &pool), ZE_RESULT_SUCCESS);
+    ze_event_desc_t e0{ZE_STRUCTURE_TYPE_EVENT_DESC, nullptr, 0, ZE_EVENT_SCOPE_FLAG_HOST, ZE_EVENT_SCOPE_FLAG_HOST};
+    ze_event_desc_t e1 = e0;
+    e1.index = 1;
+    ze_event_handle_t ev0 = nullptr, ev1 = nullptr;
+    ASSERT_EQ(zeEventCreate(pool, &e0, &ev0), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeEventCreate(pool, &e1, &ev1), ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY);
+    ASSERT_EQ(zeEventDestroy(ev0), ZE_RESULT_SUCCESS);
+    ASSERT_EQ(zeEventCreate(pool, &e1, &ev1), ZE_RESULT_SUCCESS);
+
+    ze_context_desc_t cd{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
+    ze_context_handle_t c2 = nullptr;
+    EXPECT_EQ(zeContextCreateEx(g_driver, &cd, 1, &d, &c2), ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY)
+        << "one context is alive already";
+
+    // context, two physical memories, a registration, a list, a pool, an event
+    EXPECT_EQ(ctl.live_objects(), 7u) << ledger_text();
+    EXPECT_EQ(zeEventDestroy(ev1), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeEventPoolDestroy(pool), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeCommandListDestroy(l2), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeMemFree(c, ry), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zePhysicalMemDestroy(c, pm[1]), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zePhysicalMemDestroy(c, pm[2]), ZE_RESULT_SUCCESS);
+    EXPECT_EQ(zeContextDestroy(c), ZE_RESULT_SUCCESS);
+    ASSERT_EQ(zeContextCreateEx(g_driver, &cd, 1, &d, &c2), ZE_RESULT_SUCCESS) << "room again";
+    EXPECT_EQ(zeContextDestroy(c2), ZE_RESULT_SUCCESS);
 }
 
 // ---------------------------------------------------------------------------------
