@@ -74,20 +74,27 @@ CLI::Validator catalogue_ids() {
         "ID[,ID...]");
 }
 
-// `xmc mustpass`: prints each checked-in list; --check validates them against
-// the catalogue (every ID exists, has the list's capability, runs in `pr`, and
-// every `pr` requirement is listed).
-int mustpass_command(bool check) {
-    for (const auto &l : mustpass_lists()) {
-        std::printf("%s/%s.txt:", suite_version(), l.name.c_str());
-        for (const auto &id : l.ids) std::printf(" %s", id.c_str());
-        std::printf("\n");
+// `xmc mustpass`: prints the embedded lists of one suite version, or of every
+// version; --check validates them against the catalogue (every ID exists, has
+// the list's capability, runs in `pr`; the current version lists every `pr`
+// requirement).
+int mustpass_command(bool check, const std::string &version) {
+    const std::vector<std::string> versions = version.empty() ? mustpass_versions() : std::vector<std::string>{version};
+    size_t problems = 0;
+    for (const auto &v : versions) {
+        for (const auto &l : mustpass_lists(v)) {
+            std::printf("%s/%s.txt:", v.c_str(), l.name.c_str());
+            for (const auto &id : l.ids) std::printf(" %s", id.c_str());
+            std::printf("\n");
+        }
+        if (!check) continue;
+        const auto found = check_mustpass_lists(v);
+        for (const auto &pr : found) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
+        std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s%s\n", found.size(), v.c_str(),
+                    v == suite_version() ? " (this suite)" : "");
+        problems += found.size();
     }
-    if (!check) return 0;
-    const auto problems = check_mustpass_lists();
-    for (const auto &pr : problems) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
-    std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s\n", problems.size(), suite_version());
-    return problems.empty() ? 0 : 1;
+    return problems ? 1 : 0;
 }
 
 // The devices a backend reports, one line each: "device <index> <uuid> <name>".
@@ -253,10 +260,14 @@ int main(int argc, char **argv) {
     auto *qualify_cmd = app.add_subcommand(
         "qualify", "Run the catalogue on one backend, each requirement in a child process, and write the package");
     QualifyOptions q;
+    q.mustpass = suite_version();
     std::string bench_sizes;
     qualify_cmd->add_option("--backend", backend, "Backend name or library path")->required();
     qualify_cmd->add_option("--out", q.out_dir, "Folder that receives the package")->required();
     qualify_cmd->add_option("--filter", q.filter, "Only the requirements whose ID matches this glob, e.g. 'PIN-*'");
+    qualify_cmd->add_option("--mustpass", q.mustpass, "Hold the backend to the must-pass lists of this suite version")
+        ->check(CLI::IsMember(mustpass_versions()))
+        ->capture_default_str();
     qualify_cmd->add_option("--waivers", q.waivers, "Waiver file: ID, backend, device, reason, link (tab-separated)")
         ->check(CLI::ExistingFile);
     qualify_cmd->add_option("--timeout", q.timeout_s, "Time limit of one requirement, in seconds")
@@ -290,9 +301,12 @@ int main(int argc, char **argv) {
         ->check(at_least(1))
         ->capture_default_str();
 
-    auto *mustpass_cmd = app.add_subcommand("mustpass", "The must-pass lists of this suite version");
+    auto *mustpass_cmd = app.add_subcommand("mustpass", "The must-pass lists embedded in this xmc");
     bool mustpass_check = false;
+    std::string mustpass_version;
     mustpass_cmd->add_flag("--check", mustpass_check, "Fail (exit 1) if a list disagrees with the catalogue");
+    mustpass_cmd->add_option("--version", mustpass_version, "Only the lists of this suite version (default: every one)")
+        ->check(CLI::IsMember(mustpass_versions()));
 
     auto *run_cmd = app.add_subcommand("run", "Run the test bodies in this process");
     std::string results_file;
@@ -367,7 +381,7 @@ int main(int argc, char **argv) {
         return qualify(q);
     }
     if (*verify_cmd) return verify(verify_dir, qualified);
-    if (*mustpass_cmd) return mustpass_command(mustpass_check);
+    if (*mustpass_cmd) return mustpass_command(mustpass_check, mustpass_version);
     if (*bench_cmd) {
         b.backend = backend;
         std::string err;

@@ -243,9 +243,10 @@ int qualify(const QualifyOptions &o) {
             return 2;
         }
     }
-    // The must-pass list: `model` and one per declared capability.
+    // The must-pass list: `model`, `always` and one per declared capability, of
+    // the suite version asked for (--mustpass; this suite's by default).
     MustPass mustpass;
-    if (!mustpass_for(b->api->capabilities, &mustpass, &err)) {
+    if (!mustpass_for(o.mustpass.empty() ? suite_version() : o.mustpass, b->api->capabilities, &mustpass, &err)) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }

@@ -26,6 +26,7 @@ expect 0 '^Usage: xmc \[OPTIONS\] \[SUBCOMMAND\]' --help
 for sub in list-backends list-devices list-requirements where qualify verify bench mustpass run; do
   expect 0 "^Usage: xmc $sub " "$sub" --help
 done
+expect 0 '^  --mustpass TEXT:\{0\.1\.0,0\.2\.0\}=0\.2\.0' qualify --help
 
 # Refusals, each naming what is wrong (exit 2).
 expect 2 'a subcommand is required'
@@ -35,6 +36,7 @@ expect 2 'xmc qualify: --out is required' qualify --backend host
 expect 2 'xmc qualify: --backend is required' qualify --out "$work/q"
 expect 2 'xmc qualify: --timeout: takes a number >= 1, not .0.' qualify --backend host --out "$work/q" --timeout 0
 expect 2 'xmc qualify: .*--timeout' qualify --backend host --out "$work/q" --timeout soon
+expect 2 'xmc qualify: --mustpass: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' qualify --backend host --out "$work/q" --mustpass 9.9.9
 expect 2 'xmc qualify: --bench-sizes requires --bench' qualify --backend host --out "$work/q" --bench-sizes 1M
 expect 2 "xmc qualify: --bench-sizes: bad size '3Q'" qualify --backend host --out "$work/q" --bench --bench-sizes 3Q
 expect 2 "xmc qualify: --expect-fail: 'PIN-NOPE' is not a requirement" qualify --backend host --out "$work/q" --expect-fail PIN-FREE,PIN-NOPE
@@ -43,6 +45,7 @@ expect 2 'xmc bench: --min-ratio: takes a number >= 0, not .-1.' bench --backend
 expect 2 'xmc bench: --kind: gpu not in \{cuda,host\}' bench --backend host --kind gpu
 expect 2 'xmc bench: --timeout: takes a number >= 1, not .0.' bench --backend host --timeout 0
 expect 2 'xmc bench: --backend is required' bench
+expect 2 'xmc mustpass: --version: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' mustpass --version 9.9.9
 expect 2 'xmc where: ID is required' where
 expect 2 'xmc verify: DIR is required' verify
 expect 2 'xmc list-requirements: .*not expected: .*--backend' list-requirements --backend host
@@ -57,6 +60,7 @@ expect 0 'PIN_ALLOC_RefusesZeroSize/host' run --backend host --gtest_list_tests 
 expect 0 '"event":"end"' run --backend host --gtest_filter='*PIN_ALLOC_RefusesZeroSize*' --xmc-results /dev/stdout
 expect 0 '^host ' list-backends
 expect 0 'reports 1 device' list-devices
+expect 0 '^0\.1\.0/pin\.txt: PIN-ALLOC' mustpass --version 0.1.0
 expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.2\.0' mustpass --check
 
 [ "$fails" -eq 0 ] || { echo "runner.cli: $fails check(s) failed"; exit 1; }

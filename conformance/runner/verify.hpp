@@ -7,8 +7,9 @@
 //   suite      the package's format and suite version are this xmc's
 //   summary    summary.txt, results.json's summary and the verdicts agree
 //   verdicts   each verdict agrees with its tests' outcomes; a log per run requirement
-//   mustpass   mustpass.txt is the checked-in union for the declared capabilities,
-//              and every must-pass requirement has a result
+//   mustpass   mustpass.txt is the checked-in union for the declared capabilities
+//              of the suite version it names (qualify --mustpass; this xmc holds
+//              the lists of every version), and every must-pass requirement has a result
 //   waivers    waivers.tsv parses; waivers apply only to must-pass requirements;
 //              a waived verdict has its waiver; no waived requirement passed
 //   capabilities  capabilities.json, results.json and environment.json name
