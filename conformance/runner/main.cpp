@@ -74,6 +74,13 @@ CLI::Validator catalogue_ids() {
         "ID[,ID...]");
 }
 
+// The tiers the catalogue names (its third column).
+std::vector<std::string> catalogue_tiers() {
+    std::set<std::string> tiers;
+    for (const auto &r : catalogue()) tiers.insert(r.tiers.begin(), r.tiers.end());
+    return {tiers.begin(), tiers.end()};
+}
+
 // `xmc mustpass`: prints the embedded lists of one suite version, or of every
 // version; --check validates them against the catalogue (every ID exists, has
 // the list's capability, runs in `pr`; the current version lists every `pr`
@@ -265,6 +272,8 @@ int main(int argc, char **argv) {
     qualify_cmd->add_option("--backend", backend, "Backend name or library path")->required();
     qualify_cmd->add_option("--out", q.out_dir, "Folder that receives the package")->required();
     qualify_cmd->add_option("--filter", q.filter, "Only the requirements whose ID matches this glob, e.g. 'PIN-*'");
+    qualify_cmd->add_option("--tier", q.tier, "Only the requirements of this tier (requirements.tsv, third column)")
+        ->check(CLI::IsMember(catalogue_tiers()));
     qualify_cmd->add_option("--mustpass", q.mustpass, "Hold the backend to the must-pass lists of this suite version")
         ->check(CLI::IsMember(mustpass_versions()))
         ->capture_default_str();

@@ -168,6 +168,7 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
     j["backend"] = {{"name", b.api->name}, {"version", b.api->version}, {"path", b.path},
                     {"capabilities", caps_to_string(b.api->capabilities)}};
     j["filter"] = o.filter;
+    j["tier"] = o.tier;
     j["timeout_s"] = o.timeout_s;
     j["waivers_source"] = o.waivers;
     j["mustpass"] = {{"suite", mustpass.suite}, {"lists", mustpass.lists}};
@@ -292,9 +293,12 @@ int qualify(const QualifyOptions &o) {
     std::vector<Verdict> verdicts;
     std::vector<const Requirement *> selected;
     for (const auto &r : catalogue())
-        if (o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) selected.push_back(&r);
+        if ((o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) && (o.tier.empty() || r.in_tier(o.tier)))
+            selected.push_back(&r);
     if (selected.empty()) {
-        std::fprintf(stderr, "xmc qualify: the filter '%s' selects no requirement\n", o.filter.c_str());
+        std::string what = o.filter.empty() ? "" : "the filter '" + o.filter + "'";
+        if (!o.tier.empty()) what += (what.empty() ? "tier " : " in tier ") + o.tier;
+        std::fprintf(stderr, "xmc qualify: %s selects no requirement\n", what.c_str());
         return 2;
     }
     size_t k = 0;
@@ -308,8 +312,10 @@ int qualify(const QualifyOptions &o) {
             v.verdict = "unsupported";
             v.reason = "capability '" + cap + "' not declared";
         } else if (!r->in_tier("pr")) {
+            // A benchmark's requirement (REG-SPEED, ...): its tier's benchmarks measure it.
+            const std::string &tier = !o.tier.empty() && r->in_tier(o.tier) ? o.tier : r->tiers.front();
             v.verdict = "unsupported";
-            v.reason = "measured by the hardware tier (" + r->tiers.front() + "): ctest -L " + r->tiers.front();
+            v.reason = "measured by the hardware tier (" + tier + "): ctest -L " + tier;
         } else if (tests.empty()) {
             v.verdict = "failed";
             v.reason = "no test is registered for this requirement, whose capability the backend declares";

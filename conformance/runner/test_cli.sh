@@ -26,6 +26,7 @@ expect 0 '^Usage: xmc \[OPTIONS\] \[SUBCOMMAND\]' --help
 for sub in list-backends list-devices list-requirements where qualify verify bench mustpass run; do
   expect 0 "^Usage: xmc $sub " "$sub" --help
 done
+expect 0 '^  --tier TEXT:\{gpu1,gpu2,multirank,pr\}' qualify --help
 expect 0 '^  --mustpass TEXT:\{0\.1\.0,0\.2\.0\}=0\.2\.0' qualify --help
 
 # Refusals, each naming what is wrong (exit 2).
@@ -36,6 +37,7 @@ expect 2 'xmc qualify: --out is required' qualify --backend host
 expect 2 'xmc qualify: --backend is required' qualify --out "$work/q"
 expect 2 'xmc qualify: --timeout: takes a number >= 1, not .0.' qualify --backend host --out "$work/q" --timeout 0
 expect 2 'xmc qualify: .*--timeout' qualify --backend host --out "$work/q" --timeout soon
+expect 2 'xmc qualify: --tier: gpu3 not in \{gpu1,gpu2,multirank,pr\}' qualify --backend host --out "$work/q" --tier gpu3
 expect 2 'xmc qualify: --mustpass: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' qualify --backend host --out "$work/q" --mustpass 9.9.9
 expect 2 'xmc qualify: --bench-sizes requires --bench' qualify --backend host --out "$work/q" --bench-sizes 1M
 expect 2 "xmc qualify: --bench-sizes: bad size '3Q'" qualify --backend host --out "$work/q" --bench --bench-sizes 3Q
@@ -62,6 +64,13 @@ expect 0 '^host ' list-backends
 expect 0 'reports 1 device' list-devices
 expect 0 '^0\.1\.0/pin\.txt: PIN-ALLOC' mustpass --version 0.1.0
 expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.2\.0' mustpass --check
+
+# --tier runs the rows of that tier only (requirements.tsv): REG-SPEED is gpu1's alone.
+expect 0 '^xmc: tests:11 passed' qualify --backend host --tier gpu2 --filter 'REG-*' --out "$work/tier-gpu2"
+expect 0 '^\[ 1/1\] REG-SPEED +unsupported +measured by the hardware tier \(gpu1\)' \
+  qualify --backend host --tier gpu1 --filter 'REG-SPEED' --out "$work/tier-gpu1"
+expect 2 "xmc qualify: the filter 'PIN-\*' in tier multirank selects no requirement" \
+  qualify --backend host --tier multirank --filter 'PIN-*' --out "$work/tier-none"
 
 [ "$fails" -eq 0 ] || { echo "runner.cli: $fails check(s) failed"; exit 1; }
 echo "runner.cli: every check passed"

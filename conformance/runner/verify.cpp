@@ -129,11 +129,13 @@ void check_mustpass(const json &results, const json &caps, const MustPass &mp, P
     if (!extra.empty()) p.add("mustpass.txt adds " + join(extra) + ", which the checked-in lists of suite " + mp.suite + " do not hold");
     std::set<std::string> have;
     for (const auto &r : results["requirements"]) have.insert(r.value("id", ""));
-    const std::string filter = results.value("filter", "");
+    std::string selection;
+    if (!results.value("filter", "").empty()) selection = "--filter '" + results.value("filter", "") + "'";
+    if (!results.value("tier", "").empty()) selection += (selection.empty() ? "" : " ") + ("--tier " + results.value("tier", ""));
     for (const auto &id : mp.ids)
         if (!have.count(id))
             p.add("must-pass requirement " + id + " has no result in results.json" +
-                  (filter.empty() ? "" : " (the run was filtered with --filter '" + filter + "')"));
+                  (selection.empty() ? "" : " (the run selected requirements with " + selection + ")"));
 }
 
 void check_waivers(const json &results, const std::vector<Waiver> &waivers, const MustPass &mp,
