@@ -475,6 +475,16 @@ std::vector<DeviceFacts> devices_of(const json &environment) {
 
 // ---- helpers ----------------------------------------------------------------
 
+std::string junit_text(const std::string &s) {
+    std::string o;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 && c != '\t' && c != '\n' && c != '\r') o += "\xef\xbf\xbd";  // U+FFFD
+        else o += c;
+    }
+    return o;
+}
+
 std::string xml_escape(const std::string &s) {
     std::string o;
     for (char c : s) {

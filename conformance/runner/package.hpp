@@ -102,7 +102,16 @@ std::vector<std::pair<std::string, std::string>> driver_variables();
 // The devices recorded in an environment statement.
 std::vector<DeviceFacts> devices_of(const json &environment);
 
+// ---- junit.xml ----------------------------------------------------------------
+// The text of a junit.xml attribute or element: `s` with each character that
+// XML 1.0 cannot hold at all (control characters but tab, newline and carriage
+// return) replaced by U+FFFD. pugixml writes the rest exactly (newlines in an
+// attribute as &#10;, so a parser does not normalise them to spaces); verify
+// compares the file's text with this of results.json's.
+std::string junit_text(const std::string &s);
+
 // ---- helpers shared by the package's writers and readers ---------------------
+// Escapes text for HTML and SVG (the report).
 std::string xml_escape(const std::string &s);
 bool read_text(const std::string &path, std::string *out);
 bool write_text(const std::string &path, const std::string &text, std::string *error);

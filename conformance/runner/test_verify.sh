@@ -116,7 +116,20 @@ expect undeclared_but_passed "$good" "PIN-DEVICE needs capability 'pin_register'
 expect library_disagrees "$good" "the library .* is backend host declaring" \
   "jqi capabilities.json '.capabilities = [\"pin\"] | .mask = 1' && jqi results.json '.backend.capabilities = \"pin\"' && jqi environment.json '.backend.capabilities = \"pin\"'"
 expect junit_disagrees "$good" "junit.xml disagrees with results.json on PIN-ALLOC" \
-  "sed -i '0,/<testcase classname=\"PIN-ALLOC\"\\([^>]*\\)><\\/testcase>/s//<testcase classname=\"PIN-ALLOC\"\\1><failure message=\"x\">x<\\/failure><\\/testcase>/' junit.xml"
+  "sed -i '0,/<testcase classname=\"PIN-ALLOC\"\\([^>]*\\) \\/>/s//<testcase classname=\"PIN-ALLOC\"\\1><failure message=\"x\" type=\"failed\">x<\\/failure><\\/testcase>/' junit.xml"
+# junit.xml is parsed (pugixml), not searched: a file no XML parser reads is
+# rejected with the parser's reason and where; and a failure message must come
+# back exactly, its newlines included (pugixml writes them as &#10;; written raw,
+# as a hand-made writer would, a parser reads each as a space).
+expect malformed_xml "$good" "junit.xml is not well-formed XML: Start-end tags mismatch at offset [0-9]+ \\(line [0-9]+\\)" \
+  "sed -i '/<\\/testsuites>/d' junit.xml"
+expect truncated_junit "$good" "junit.xml is not well-formed XML: .* at offset [0-9]+ \\(line [0-9]+\\)" \
+  "head -c \$((\$(stat -c %s junit.xml) / 2)) junit.xml >junit.cut && mv junit.cut junit.xml"
+expect junit_attribute_newline_lost "$work/broken" \
+  "junit.xml disagrees with results.json on PIN-QUERY: testcase .*: the failure message differs at character [0-9]+: a newline in results.json, a space in junit.xml" \
+  "sed -i '0,/&#10;/s//\\n/' junit.xml"
+expect junit_skip_missing "$good" "junit.xml disagrees with results.json on PIN-DEVICE: testcase 'PIN-DEVICE' holds 0 <failure> and 0 <skipped>, but its status is 'skipped'" \
+  "sed -i '/<testcase classname=\"PIN-DEVICE\"/,/<\\/testcase>/{/<skipped /d}' junit.xml"
 expect environment_incomplete "$good" "environment.json lacks 'os'" "jqi environment.json 'del(.os)'"
 expect bench_missing "$good" "missing file: bench.json" "rm bench.json"
 expect bench_ratio_edited "$good" "bench.json: row .* has ratio 0.99" "jqi bench.json '.rows[0].ratio = 0.99'"

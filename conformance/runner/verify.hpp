@@ -15,7 +15,8 @@
 //   capabilities  capabilities.json, results.json and environment.json name
 //              the same backend and capability set; unsupported exactly where
 //              a capability is not declared; the library, where present, agrees
-//   junit      junit.xml holds the same requirements and outcomes
+//   junit      junit.xml parses (pugixml; else its reason and offset) and holds the
+//              same requirements, tests and outcomes, messages exactly (newlines too)
 //   environment  suite version and revision, OS, compiler, devices recorded
 //   bench      bench.json present exactly when --bench ran; ratios match figures
 //   report     report.html and report.md show the summary; their plots exist
