@@ -1,13 +1,11 @@
-// xmc: the conformance runner.
-//   xmc list-backends
-//   xmc list-requirements [--check] [--catalogue FILE]
-//   xmc where ID                                 (the row, tests, model rule, backend code, broken backends)
-//   xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]
-//               [--timeout SECONDS] [--expect-fail ID,ID] [--bench [--bench-sizes 1M,16M]]
-//   xmc verify DIR [--qualified]                 (checks a qualification package)
-//   xmc bench --backend NAME|PATH [--kind cuda|host] [--sizes 1M,16M] [--min-ratio R] [--json FILE]
-//   xmc mustpass [--check]                       (the must-pass lists of this suite version)
-//   xmc run --backend NAME|PATH [gtest flags]     (the test bodies, in process)
+// xmc: the conformance runner. Its subcommands and their options are declared
+// once, below, with CLI11, which prints `xmc --help` and `xmc SUBCOMMAND --help`
+// from them and refuses (exit 2, naming it) an unknown subcommand or flag, a
+// missing required option and a bad value.
+//   xmc list-backends | list-devices | list-requirements | where ID
+//   xmc qualify --backend NAME|PATH --out DIR ...   (the qualification package)
+//   xmc verify DIR | bench --backend ... | mustpass
+//   xmc run --backend NAME|PATH [gtest flags]       (the test bodies, in process)
 #include "bench.hpp"
 #include "catalogue.hpp"
 #include "fixture.hpp"
@@ -17,6 +15,7 @@
 #include "verify.hpp"
 #include "where.hpp"
 
+#include <CLI/CLI.hpp>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -33,48 +32,76 @@ using namespace xmc::conformance;
 
 namespace {
 
-int usage() {
-    std::cerr << "usage:\n"
-                 "  xmc list-backends\n"
-                 "  xmc list-requirements [--check] [--catalogue FILE]\n"
-                 "  xmc where ID\n"
-                 "  xmc list-devices --backend NAME|PATH\n"
-                 "  xmc qualify --backend NAME|PATH --out DIR [--filter GLOB] [--waivers FILE]\n"
-                 "              [--timeout SECONDS] [--expect-fail ID[,ID...]] [--bench [--bench-sizes 1M,16M,...]]\n"
-                 "  xmc verify DIR [--qualified]\n"
-                 "  xmc bench --backend NAME|PATH [--kind cuda|host] [--sizes 1M,16M,...] [--min-ratio R]\n"
-                 "            [--json FILE] [--timeout SECONDS]\n"
-                 "  xmc mustpass [--check]\n"
-                 "  xmc run --backend NAME|PATH [--xmc-results FILE] [gtest flags]\n";
-    return 2;
+// ---- option values CLI11 checks while it parses --------------------------------
+
+// A number >= lo. (CLI11's PositiveNumber and Range name their upper bound,
+// DBL_MAX, in the message; this names what is asked.)
+CLI::Validator at_least(double lo) {
+    std::ostringstream bound;
+    bound << lo;
+    return CLI::Validator(
+        [lo, b = bound.str()](std::string &text) {
+            double v = 0;
+            if (CLI::detail::lexical_cast(text, v) && v >= lo) return std::string();
+            return "takes a number >= " + b + ", not '" + text + "'";
+        },
+        ">=" + bound.str());
 }
 
-// A number option's value, or a clear error (exit 2) for anything else.
-bool parse_number(const std::string &flag, const std::string &text, double lo, double *out) {
-    char *end = nullptr;
-    const double v = std::strtod(text.c_str(), &end);
-    if (text.empty() || *end != 0 || !(v >= lo)) {
-        std::fprintf(stderr, "xmc: %s takes a number >= %g, not '%s'\n", flag.c_str(), lo, text.c_str());
-        return false;
-    }
-    *out = v;
-    return true;
+// A size list such as 1M,16M,1G (parse_sizes says what is wrong).
+CLI::Validator size_list() {
+    return CLI::Validator(
+        [](std::string &text) {
+            std::vector<unsigned long long> sizes;
+            std::string err;
+            return parse_sizes(text, &sizes, &err) ? std::string() : err;
+        },
+        "SIZE[,SIZE...]");
 }
 
-// `xmc mustpass`: prints each checked-in list; --check validates them against
-// the catalogue (every ID exists, has the list's capability, runs in `pr`, and
-// every `pr` requirement is listed).
-int mustpass_command(bool check) {
-    for (const auto &l : mustpass_lists()) {
-        std::printf("%s/%s.txt:", suite_version(), l.name.c_str());
-        for (const auto &id : l.ids) std::printf(" %s", id.c_str());
-        std::printf("\n");
+// Comma-separated requirement IDs of the catalogue.
+CLI::Validator catalogue_ids() {
+    return CLI::Validator(
+        [](std::string &text) {
+            std::stringstream ss(text);
+            for (std::string id; std::getline(ss, id, ',');) {
+                bool known = false;
+                for (const auto &r : catalogue()) known |= r.id == id;
+                if (!known) return "'" + id + "' is not a requirement of the catalogue (xmc list-requirements)";
+            }
+            return std::string();
+        },
+        "ID[,ID...]");
+}
+
+// The tiers the catalogue names (its third column).
+std::vector<std::string> catalogue_tiers() {
+    std::set<std::string> tiers;
+    for (const auto &r : catalogue()) tiers.insert(r.tiers.begin(), r.tiers.end());
+    return {tiers.begin(), tiers.end()};
+}
+
+// `xmc mustpass`: prints the embedded lists of one suite version, or of every
+// version; --check validates them against the catalogue (every ID exists, has
+// the list's capability, runs in `pr`; the current version lists every `pr`
+// requirement).
+int mustpass_command(bool check, const std::string &version) {
+    const std::vector<std::string> versions = version.empty() ? mustpass_versions() : std::vector<std::string>{version};
+    size_t problems = 0;
+    for (const auto &v : versions) {
+        for (const auto &l : mustpass_lists(v)) {
+            std::printf("%s/%s.txt:", v.c_str(), l.name.c_str());
+            for (const auto &id : l.ids) std::printf(" %s", id.c_str());
+            std::printf("\n");
+        }
+        if (!check) continue;
+        const auto found = check_mustpass_lists(v);
+        for (const auto &pr : found) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
+        std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s%s\n", found.size(), v.c_str(),
+                    v == suite_version() ? " (this suite)" : "");
+        problems += found.size();
     }
-    if (!check) return 0;
-    const auto problems = check_mustpass_lists();
-    for (const auto &pr : problems) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
-    std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s\n", problems.size(), suite_version());
-    return problems.empty() ? 0 : 1;
+    return problems ? 1 : 0;
 }
 
 // The devices a backend reports, one line each: "device <index> <uuid> <name>".
@@ -206,129 +233,169 @@ private:
     std::ofstream out_;
 };
 
-// Removes "--flag VALUE" from argv, returning VALUE ("" if absent).
-std::string take_flag(int &argc, char **argv, const char *flag) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], flag) == 0 && i + 1 < argc) {
-            std::string v = argv[i + 1];
-            for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
-            argc -= 2;
-            return v;
-        }
-    }
-    return "";
-}
-
-bool take_switch(int &argc, char **argv, const char *flag) {
-    for (int i = 1; i < argc; ++i) {
-        if (std::strcmp(argv[i], flag) == 0) {
-            for (int j = i; j + 1 <= argc; ++j) argv[j] = argv[j + 1];
-            --argc;
-            return true;
-        }
-    }
-    return false;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
-    if (argc < 2) return usage();
-    const std::string cmd = argv[1];
-    // Drop the subcommand: what follows is that command's flags.
-    for (int j = 1; j + 1 <= argc; ++j) argv[j] = argv[j + 1];
-    --argc;
+    CLI::App app{"xmc: the conformance suite of the host-memory offload primitives (docs/qualify.md)", "xmc"};
+    app.footer("`xmc SUBCOMMAND --help` describes one subcommand.");
+    // A refusal names the subcommand and what was wrong with it.
+    app.failure_message([](const CLI::App *a, const CLI::Error &e) {
+        std::string who = "xmc";
+        for (const CLI::App *sub : a->get_subcommands()) who += " " + sub->get_name();
+        return who + ": " + e.what() + " (" + who + " --help)\n";
+    });
+    std::string backend;  // --backend of whichever subcommand takes it
 
-    const std::string backend = take_flag(argc, argv, "--backend");
+    auto *list_backends_cmd = app.add_subcommand("list-backends", "The built-in backends and their capabilities");
+
+    auto *list_devices_cmd = app.add_subcommand("list-devices", "The devices a backend reports");
+    list_devices_cmd->add_option("--backend", backend, "Backend name or library path (default: host)");
+
+    auto *list_requirements_cmd = app.add_subcommand("list-requirements", "The requirement catalogue");
+    bool check = false;
+    std::string catalogue_file;
+    list_requirements_cmd->add_flag("--check", check,
+                                    "Fail (exit 1) if a requirement has no test or a test names no requirement");
+    list_requirements_cmd->add_option("--catalogue", catalogue_file, "Check this catalogue file, not the embedded one")
+        ->check(CLI::ExistingFile);
+
+    auto *where_cmd = app.add_subcommand(
+        "where", "A requirement's row, its tests, and the model, backend and broken-backend lines naming it");
+    std::string where_id;
+    where_cmd->add_option("ID", where_id, "Requirement ID, e.g. PIN-FREE")->required();
+
+    auto *qualify_cmd = app.add_subcommand(
+        "qualify", "Run the catalogue on one backend, each requirement in a child process, and write the package");
+    QualifyOptions q;
+    q.mustpass = suite_version();
+    std::string bench_sizes;
+    qualify_cmd->add_option("--backend", backend, "Backend name or library path")->required();
+    qualify_cmd->add_option("--out", q.out_dir, "Folder that receives the package")->required();
+    qualify_cmd->add_option("--filter", q.filter, "Only the requirements whose ID matches this glob, e.g. 'PIN-*'");
+    qualify_cmd->add_option("--tier", q.tier, "Only the requirements of this tier (requirements.tsv, third column)")
+        ->check(CLI::IsMember(catalogue_tiers()));
+    qualify_cmd->add_option("--mustpass", q.mustpass, "Hold the backend to the must-pass lists of this suite version")
+        ->check(CLI::IsMember(mustpass_versions()))
+        ->capture_default_str();
+    qualify_cmd->add_option("--waivers", q.waivers, "Waiver file: ID, backend, device, reason, link (tab-separated)")
+        ->check(CLI::ExistingFile);
+    qualify_cmd->add_option("--timeout", q.timeout_s, "Time limit of one requirement, in seconds")
+        ->check(at_least(1))
+        ->capture_default_str();
+    qualify_cmd->add_option("--expect-fail", q.expect_fail, "Self-test: succeed only when exactly these requirements fail")
+        ->check(catalogue_ids());
+    auto *bench_flag = qualify_cmd->add_flag("--bench", q.bench, "Also run the benchmarks (bench.json, plots)");
+    qualify_cmd->add_option("--bench-sizes", bench_sizes, "Transfer sizes of the benchmarks (default 16M,64M,256M,1G)")
+        ->check(size_list())
+        ->needs(bench_flag);
+
+    auto *verify_cmd = app.add_subcommand("verify", "Check that a qualification package is complete and consistent");
+    std::string verify_dir;
+    bool qualified = false;
+    verify_cmd->add_option("DIR", verify_dir, "The --out folder of xmc qualify")->required();
+    verify_cmd->add_flag("--qualified", qualified,
+                         "Also require every must-pass requirement to have passed, been waived or be unsupported");
+
+    auto *bench_cmd = app.add_subcommand("bench", "The benchmarks beside the platform peak of the same run");
+    BenchOptions b;
+    std::string sizes, json_out;
+    bench_cmd->add_option("--backend", backend, "Backend name or library path")->required();
+    bench_cmd->add_option("--kind", b.kind, "The benchmark to run (default: from the backend's name)")
+        ->check(CLI::IsMember({"cuda", "host"}));
+    bench_cmd->add_option("--sizes", sizes, "Transfer sizes (default 16M,64M,256M,1G)")->check(size_list());
+    bench_cmd->add_option("--min-ratio", b.min_ratio, "Exit 1 when a figure's ratio to its peak is below this")
+        ->check(at_least(0));
+    bench_cmd->add_option("--json", json_out, "Also write the table as JSON to this file");
+    bench_cmd->add_option("--timeout", b.timeout_s, "Time limit of one benchmark run, in seconds")
+        ->check(at_least(1))
+        ->capture_default_str();
+
+    auto *mustpass_cmd = app.add_subcommand("mustpass", "The must-pass lists embedded in this xmc");
+    bool mustpass_check = false;
+    std::string mustpass_version;
+    mustpass_cmd->add_flag("--check", mustpass_check, "Fail (exit 1) if a list disagrees with the catalogue");
+    mustpass_cmd->add_option("--version", mustpass_version, "Only the lists of this suite version (default: every one)")
+        ->check(CLI::IsMember(mustpass_versions()));
+
+    auto *run_cmd = app.add_subcommand("run", "Run the test bodies in this process");
+    std::string results_file;
+    run_cmd->add_option("--backend", backend, "Backend name or library path (default: $XMC_BACKENDS, else host)");
+    run_cmd->add_option("--xmc-results", results_file, "Write each test's outcome as a JSON line here (for qualify)");
+    run_cmd->allow_extras();  // GoogleTest's flags
+    run_cmd->footer("Other arguments go to GoogleTest: --gtest_filter=PATTERN, --gtest_repeat=N, --gtest_brief=1, ...");
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError &e) {
+        const int rc = app.exit(e);  // prints the help, or the error naming what was wrong
+        return rc == 0 ? 0 : 2;
+    }
+    if (app.get_subcommands().empty()) {
+        std::cerr << "xmc: a subcommand is required\n" << app.help();
+        return 2;
+    }
+
+    // The backend the test bodies are instantiated for: set before GoogleTest
+    // registers them (InitGoogleTest).
     if (!backend.empty()) selected_backends() = {backend};
+    int gtest_argc = 1;
+    char *gtest_argv[] = {argv[0], nullptr};
 
-    if (cmd == "list-backends") return list_backends();
-    if (cmd == "list-devices") return list_devices(backend);
-    if (cmd == "list-requirements") {
-        const bool check = take_switch(argc, argv, "--check");
+    if (*list_backends_cmd) return list_backends();
+    if (*list_devices_cmd) return list_devices(backend);
+    if (*list_requirements_cmd) {
         // Another catalogue than the embedded one: the test of the check itself.
-        if (const std::string file = take_flag(argc, argv, "--catalogue"); !file.empty()) {
-            std::ifstream in(file);
+        if (!catalogue_file.empty()) {
+            std::ifstream in(catalogue_file);
             std::stringstream text;
             text << in.rdbuf();
             std::vector<Requirement> rows;
             std::string err;
             if (!in || !parse_catalogue(text.str(), &rows, &err)) {
-                std::fprintf(stderr, "xmc list-requirements: %s: %s\n", file.c_str(), in ? err.c_str() : "cannot read");
+                std::fprintf(stderr, "xmc list-requirements: %s: %s\n", catalogue_file.c_str(),
+                             in ? err.c_str() : "cannot read");
                 return 2;
             }
             use_catalogue(std::move(rows));
         }
-        ::testing::InitGoogleTest(&argc, argv);
+        ::testing::InitGoogleTest(&gtest_argc, gtest_argv);
         return list_requirements(check);
     }
-    if (cmd == "where") {
-        if (argc != 2 || argv[1][0] == '-') return usage();
-        ::testing::InitGoogleTest(&argc, argv);
-        return where_command(argv[1]);
+    if (*where_cmd) {
+        ::testing::InitGoogleTest(&gtest_argc, gtest_argv);
+        return where_command(where_id);
     }
-    if (cmd == "run") {
-        const std::string results = take_flag(argc, argv, "--xmc-results");
-        ::testing::InitGoogleTest(&argc, argv);
-        if (!results.empty())
-            ::testing::UnitTest::GetInstance()->listeners().Append(new ResultsListener(results));
+    if (*run_cmd) {
+        // What CLI11 did not take goes to GoogleTest; what neither knows is refused.
+        std::vector<std::string> rest = run_cmd->remaining();
+        std::vector<char *> args = {argv[0]};
+        for (auto &a : rest) args.push_back(a.data());
+        args.push_back(nullptr);
+        int n = static_cast<int>(args.size()) - 1;
+        ::testing::InitGoogleTest(&n, args.data());
+        if (n > 1) {
+            std::fprintf(stderr, "xmc run: '%s' is neither an option of xmc run nor a GoogleTest flag (xmc run --help)\n",
+                         args[1]);
+            return 2;
+        }
+        if (!results_file.empty())
+            ::testing::UnitTest::GetInstance()->listeners().Append(new ResultsListener(results_file));
         return RUN_ALL_TESTS();
     }
-    if (cmd == "qualify") {
-        QualifyOptions o;
-        o.backend = backend;
-        o.out_dir = take_flag(argc, argv, "--out");
-        o.filter = take_flag(argc, argv, "--filter");
-        o.waivers = take_flag(argc, argv, "--waivers");
-        o.expect_fail = take_flag(argc, argv, "--expect-fail");
-        const std::string t = take_flag(argc, argv, "--timeout");
-        double timeout = o.timeout_s;
-        if (!t.empty() && !parse_number("--timeout", t, 1, &timeout)) return 2;
-        o.timeout_s = static_cast<int>(timeout);
-        const std::string sizes = take_flag(argc, argv, "--bench-sizes");
-        o.bench = take_switch(argc, argv, "--bench");
+    if (*qualify_cmd) {
+        q.backend = backend;
         std::string err;
-        if (!sizes.empty() && !parse_sizes(sizes, &o.bench_sizes, &err)) {
-            std::fprintf(stderr, "xmc qualify: --bench-sizes: %s\n", err.c_str());
-            return 2;
-        }
-        if (o.backend.empty() || o.out_dir.empty() || argc > 1) return usage();
-        ::testing::InitGoogleTest(&argc, argv);  // registers the tests so they can be listed
-        return qualify(o);
+        if (!bench_sizes.empty()) parse_sizes(bench_sizes, &q.bench_sizes, &err);  // checked by size_list()
+        ::testing::InitGoogleTest(&gtest_argc, gtest_argv);  // registers the tests so they can be listed
+        return qualify(q);
     }
-    if (cmd == "verify") {
-        const bool qualified = take_switch(argc, argv, "--qualified");
-        if (argc != 2 || argv[1][0] == '-') return usage();
-        return verify(argv[1], qualified);
-    }
-    if (cmd == "mustpass") {
-        const bool check = take_switch(argc, argv, "--check");
-        if (argc > 1) return usage();
-        return mustpass_command(check);
-    }
-    if (cmd == "bench") {
-        BenchOptions o;
-        o.backend = backend;
-        o.kind = take_flag(argc, argv, "--kind");
-        const std::string json_out = take_flag(argc, argv, "--json");
-        const std::string sizes = take_flag(argc, argv, "--sizes");
-        const std::string floor = take_flag(argc, argv, "--min-ratio");
-        const std::string t = take_flag(argc, argv, "--timeout");
+    if (*verify_cmd) return verify(verify_dir, qualified);
+    if (*mustpass_cmd) return mustpass_command(mustpass_check, mustpass_version);
+    if (*bench_cmd) {
+        b.backend = backend;
         std::string err;
-        double timeout = o.timeout_s;
-        if (!sizes.empty() && !parse_sizes(sizes, &o.sizes, &err)) {
-            std::fprintf(stderr, "xmc bench: --sizes: %s\n", err.c_str());
-            return 2;
-        }
-        if (!floor.empty() && !parse_number("--min-ratio", floor, 0, &o.min_ratio)) return 2;
-        if (!t.empty() && !parse_number("--timeout", t, 1, &timeout)) return 2;
-        o.timeout_s = static_cast<int>(timeout);
-        if (!o.kind.empty() && o.kind != "cuda" && o.kind != "host") {
-            std::fprintf(stderr, "xmc bench: --kind is cuda or host, not '%s'\n", o.kind.c_str());
-            return 2;
-        }
-        if (o.backend.empty() || argc > 1) return usage();
-        return bench_command(o, json_out);
+        if (!sizes.empty()) parse_sizes(sizes, &b.sizes, &err);  // checked by size_list()
+        return bench_command(b, json_out);
     }
-    return usage();
+    return 2;  // every subcommand is handled above
 }

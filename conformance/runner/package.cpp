@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <fstream>
 #include <map>
@@ -22,9 +23,11 @@
 namespace xmc::conformance {
 
 // Generated at configure time (conformance/CMakeLists.txt): the suite's
-// version and revision, the compiler, and the must-pass lists of this version.
+// version and revision, the compiler, and the must-pass lists of every
+// version under conformance/mustpass/.
 namespace embedded {
 struct MustPassFile {
+    const char *version;
     const char *name;
     const char *text;
 };
@@ -62,36 +65,73 @@ std::vector<std::string> ids_of_text(const std::string &text) {
     return ids;
 }
 
+// Dotted versions compared part by part as numbers ("0.10.0" after "0.9.0").
+bool version_less(const std::string &a, const std::string &b) {
+    std::istringstream x(a), y(b);
+    for (;;) {
+        std::string pa, pb;
+        const bool ha = static_cast<bool>(std::getline(x, pa, '.')), hb = static_cast<bool>(std::getline(y, pb, '.'));
+        if (!ha || !hb) return !ha && hb;
+        const long na = std::strtol(pa.c_str(), nullptr, 10), nb = std::strtol(pb.c_str(), nullptr, 10);
+        if (na != nb) return na < nb;
+    }
+}
+
+std::string mustpass_dir(const std::string &version) { return "conformance/mustpass/" + version + "/"; }
+
 } // namespace
 
-const std::vector<MustPassList> &mustpass_lists() {
-    static const std::vector<MustPassList> lists = [] {
-        std::vector<MustPassList> v;
-        for (int i = 0; i < embedded::kMustPassFileCount; ++i)
+std::vector<std::string> mustpass_versions() {
+    std::set<std::string> seen;
+    for (int i = 0; i < embedded::kMustPassFileCount; ++i) seen.insert(embedded::kMustPassFiles[i].version);
+    std::vector<std::string> v(seen.begin(), seen.end());
+    std::sort(v.begin(), v.end(), version_less);
+    return v;
+}
+
+bool is_mustpass_version(const std::string &version) {
+    const auto v = mustpass_versions();
+    return std::find(v.begin(), v.end(), version) != v.end();
+}
+
+std::vector<MustPassList> mustpass_lists(const std::string &version) {
+    std::vector<MustPassList> v;
+    for (int i = 0; i < embedded::kMustPassFileCount; ++i)
+        if (embedded::kMustPassFiles[i].version == version)
             v.push_back({embedded::kMustPassFiles[i].name, ids_of_text(embedded::kMustPassFiles[i].text)});
-        return v;
-    }();
-    return lists;
+    return v;
 }
 
 bool MustPass::contains(const std::string &id) const {
     return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
-bool mustpass_for(xmc_caps caps, MustPass *out, std::string *error) {
+bool mustpass_for(const std::string &version, xmc_caps caps, MustPass *out, std::string *error) {
     *out = MustPass{};
-    out->suite = suite_version();
-    std::vector<std::string> want = {"model", "always"};
+    const std::vector<MustPassList> lists = mustpass_lists(version);
+    if (lists.empty()) {
+        std::string known;
+        for (const auto &v : mustpass_versions()) known += (known.empty() ? "" : ", ") + v;
+        *error = "this xmc holds no must-pass lists of suite " + version + " (it holds " + known + ")";
+        return false;
+    }
+    out->suite = version;
+    auto find = [&](const std::string &name) -> const MustPassList * {
+        for (const auto &l : lists)
+            if (l.name == name) return &l;
+        return nullptr;
+    };
+    // `always` is new in 0.2.0: a version without it held every backend to `model` only.
+    std::vector<std::string> want = {"model"};
+    if (find("always")) want.push_back("always");
     for (int i = 0; i < XMC_CAP_COUNT_; ++i)
         if (caps & (1ull << i)) want.push_back(xmc_cap_string(1ull << i));
     std::set<std::string> ids;
     for (const auto &name : want) {
-        const MustPassList *found = nullptr;
-        for (const auto &l : mustpass_lists())
-            if (l.name == name) found = &l;
+        const MustPassList *found = find(name);
         if (!found) {
-            *error = "no must-pass list for capability '" + name + "' in suite " + suite_version() +
-                     " (conformance/mustpass/" + suite_version() + "/" + name + ".txt)";
+            *error = "no must-pass list for capability '" + name + "' in suite " + version + " (" +
+                     mustpass_dir(version) + name + ".txt)";
             return false;
         }
         out->lists.push_back(name);
@@ -107,7 +147,7 @@ std::string mustpass_text(const MustPass &m) {
     std::string s = "# xmc must-pass list: the requirements that must pass (or be waived) for this backend.\n";
     s += "# suite: " + m.suite + "\n# lists:";
     for (const auto &l : m.lists) s += " " + l;
-    s += "\n# (the union of conformance/mustpass/" + m.suite + "/<list>.txt for `model` and each declared capability)\n";
+    s += "\n# (the union of " + mustpass_dir(m.suite) + "<list>.txt for `model`, `always` and each declared capability)\n";
     for (const auto &id : m.ids) s += id + "\n";
     return s;
 }
@@ -132,11 +172,13 @@ bool parse_mustpass(const std::string &text, MustPass *out, std::string *error) 
     return true;
 }
 
-std::vector<std::string> check_mustpass_lists() {
+std::vector<std::string> check_mustpass_lists(const std::string &version) {
     std::vector<std::string> problems;
-    const std::string dir = std::string("conformance/mustpass/") + suite_version() + "/";
+    const std::string dir = mustpass_dir(version);
+    const std::vector<MustPassList> lists = mustpass_lists(version);
+    if (lists.empty()) return {dir + ": no must-pass lists of suite " + version + " are embedded"};
     std::map<std::string, std::string> list_of;  // ID -> list naming it
-    for (const auto &l : mustpass_lists()) {
+    for (const auto &l : lists) {
         const xmc_caps bit = capability_bit(l.name);
         if (l.name != "model" && l.name != "always" && !bit)
             problems.push_back(dir + l.name + ".txt: '" + l.name + "' is not a capability (nor 'model' or 'always')");
@@ -155,6 +197,9 @@ std::vector<std::string> check_mustpass_lists() {
             list_of[id] = l.name;
         }
     }
+    // An older version's lists predate the rows added since: only the current
+    // version must list every `pr` requirement.
+    if (version != suite_version()) return problems;
     for (const auto &r : catalogue())
         if (r.in_tier("pr") && !list_of.count(r.id))
             problems.push_back(r.id + " (capability " + r.capability + ", tier pr) is in no must-pass list: add it to " +
@@ -429,6 +474,16 @@ std::vector<DeviceFacts> devices_of(const json &environment) {
 }
 
 // ---- helpers ----------------------------------------------------------------
+
+std::string junit_text(const std::string &s) {
+    std::string o;
+    for (char c : s) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 && c != '\t' && c != '\n' && c != '\r') o += "\xef\xbf\xbd";  // U+FFFD
+        else o += c;
+    }
+    return o;
+}
 
 std::string xml_escape(const std::string &s) {
     std::string o;

@@ -25,38 +25,46 @@ inline constexpr const char *kPackageFiles[] = {
 };
 
 // ---- the suite's identity (embedded at configure time) ----------------------
-const char *suite_version();  // the project version, e.g. "0.1.0"
+const char *suite_version();  // the project version, e.g. "0.2.0"
 const char *git_revision();   // `git rev-parse HEAD` (+"-dirty"), or "unknown"
 const char *build_compiler(); // compiler id and version xmc was built with
 
 // ---- must-pass lists --------------------------------------------------------
-// conformance/mustpass/<suite version>/<list>.txt, embedded: one list per
-// capability (named like it), and `model` (the suite's own reference checks),
-// which applies to every backend. A line holds one requirement ID; '#' starts
-// a comment.
+// conformance/mustpass/<version>/<list>.txt of every suite version, embedded
+// (a package made with `qualify --mustpass 0.1.0` is held to, and verified
+// against, 0.1.0's lists): one list per capability (named like it), `model`
+// (the suite's own reference checks) and, from 0.2.0, `always` (the entry
+// points every backend has); those two apply to every backend. A line holds
+// one requirement ID; '#' starts a comment.
 struct MustPassList {
     std::string name;              // "pin", "model", ...
     std::vector<std::string> ids;  // in file order
 };
-const std::vector<MustPassList> &mustpass_lists();
+// The versions whose lists are embedded, oldest first; suite_version() is one.
+std::vector<std::string> mustpass_versions();
+bool is_mustpass_version(const std::string &version);
+// The lists of one version (empty for a version not embedded).
+std::vector<MustPassList> mustpass_lists(const std::string &version);
 
-// The must-pass set of a backend: the union of `model` and the list of each
-// declared capability.
+// The must-pass set of a backend: the union of `model`, `always` (where the
+// version has them) and the list of each declared capability.
 struct MustPass {
     std::string suite;               // suite version the lists belong to
-    std::vector<std::string> lists;  // list names used, e.g. {"model","pin"}
+    std::vector<std::string> lists;  // list names used, e.g. {"model","always","pin"}
     std::vector<std::string> ids;    // union, in catalogue order
     bool contains(const std::string &id) const;
 };
-// Fails (false, *error) when a declared capability has no list.
-bool mustpass_for(xmc_caps caps, MustPass *out, std::string *error);
-// mustpass.txt: a header naming the suite and the lists, then the IDs.
+// Fails (false, *error) for a version not embedded, or when a declared
+// capability has no list in it.
+bool mustpass_for(const std::string &version, xmc_caps caps, MustPass *out, std::string *error);
+// mustpass.txt: a header naming the suite version and the lists, then the IDs.
 std::string mustpass_text(const MustPass &m);
 bool parse_mustpass(const std::string &text, MustPass *out, std::string *error);
-// Checks the embedded lists against the catalogue: every ID exists and has the
-// list's capability, every `pr` requirement is in its capability's list, no ID
-// twice. Returns the problems (empty: consistent).
-std::vector<std::string> check_mustpass_lists();
+// Checks one version's lists against the catalogue: every ID exists, has the
+// list's capability and runs in `pr`, no ID twice; for the current version
+// also every `pr` requirement is in its capability's list (an older version
+// predates the newer rows). Returns the problems (empty: consistent).
+std::vector<std::string> check_mustpass_lists(const std::string &version);
 
 // ---- waivers ----------------------------------------------------------------
 // One waiver a line, tab-separated:
@@ -94,7 +102,16 @@ std::vector<std::pair<std::string, std::string>> driver_variables();
 // The devices recorded in an environment statement.
 std::vector<DeviceFacts> devices_of(const json &environment);
 
+// ---- junit.xml ----------------------------------------------------------------
+// The text of a junit.xml attribute or element: `s` with each character that
+// XML 1.0 cannot hold at all (control characters but tab, newline and carriage
+// return) replaced by U+FFFD. pugixml writes the rest exactly (newlines in an
+// attribute as &#10;, so a parser does not normalise them to spaces); verify
+// compares the file's text with this of results.json's.
+std::string junit_text(const std::string &s);
+
 // ---- helpers shared by the package's writers and readers ---------------------
+// Escapes text for HTML and SVG (the report).
 std::string xml_escape(const std::string &s);
 bool read_text(const std::string &path, std::string *out);
 bool write_text(const std::string &path, const std::string &text, std::string *error);

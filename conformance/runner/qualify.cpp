@@ -15,10 +15,12 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <pugixml.hpp>
 
+#include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -158,6 +160,59 @@ std::vector<TestOutcome> run_tests(const QualifyOptions &o, const std::vector<st
     return out;
 }
 
+// A testcase's outcome element: <failure message type>text</failure> for a
+// failing status, <skipped message/> for a skip, nothing for a pass.
+void junit_outcome(pugi::xml_node tc, const std::string &status, const std::string &message) {
+    if (status == "passed") return;
+    const std::string text = junit_text(message);
+    if (status == "skipped") {
+        tc.append_child("skipped").append_attribute("message") = text.c_str();
+        return;
+    }
+    pugi::xml_node f = tc.append_child("failure");
+    f.append_attribute("message") = text.c_str();
+    f.append_attribute("type") = status.c_str();
+    f.text() = text.c_str();
+}
+
+// junit.xml, written by pugixml: it escapes what XML needs, a newline in an
+// attribute as &#10; (written raw, a parser reads it back as a space). One
+// testsuite per requirement, one testcase per test (one named after the
+// requirement when it ran none); verify reads it back the same way.
+std::string junit_xml(const std::vector<Verdict> &verdicts, int failed) {
+    pugi::xml_document doc;
+    pugi::xml_node decl = doc.append_child(pugi::node_declaration);
+    decl.append_attribute("version") = "1.0";
+    decl.append_attribute("encoding") = "UTF-8";
+    pugi::xml_node root = doc.append_child("testsuites");
+    root.append_attribute("name") = "xmc";
+    root.append_attribute("tests") = static_cast<unsigned long long>(verdicts.size());
+    root.append_attribute("failures") = failed;
+    for (const auto &v : verdicts) {
+        pugi::xml_node suite = root.append_child("testsuite");
+        suite.append_attribute("name") = v.req->id.c_str();
+        suite.append_attribute("tests") = static_cast<unsigned long long>(std::max<size_t>(1, v.tests.size()));
+        if (v.tests.empty()) {
+            pugi::xml_node tc = suite.append_child("testcase");
+            tc.append_attribute("classname") = v.req->id.c_str();
+            tc.append_attribute("name") = v.req->id.c_str();
+            junit_outcome(tc, v.verdict == "passed" ? "passed" : v.verdict == "failed" ? "failed" : "skipped", v.reason);
+        }
+        for (const auto &t : v.tests) {
+            pugi::xml_node tc = suite.append_child("testcase");
+            tc.append_attribute("classname") = v.req->id.c_str();
+            tc.append_attribute("name") = t.name.c_str();
+            char seconds[32];
+            std::snprintf(seconds, sizeof seconds, "%.3f", t.ms / 1000.0);
+            tc.append_attribute("time") = seconds;
+            junit_outcome(tc, t.status, t.message);
+        }
+    }
+    std::ostringstream out;
+    doc.save(out, "  ", pugi::format_default, pugi::encoding_utf8);
+    return out.str();
+}
+
 // The package's files besides the report (SPEC 9; docs/qualify.md).
 bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::vector<Verdict> &verdicts,
                    std::map<std::string, int> &count, const std::string &summary, const MustPass &mustpass,
@@ -168,6 +223,7 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
     j["backend"] = {{"name", b.api->name}, {"version", b.api->version}, {"path", b.path},
                     {"capabilities", caps_to_string(b.api->capabilities)}};
     j["filter"] = o.filter;
+    j["tier"] = o.tier;
     j["timeout_s"] = o.timeout_s;
     j["waivers_source"] = o.waivers;
     j["mustpass"] = {{"suite", mustpass.suite}, {"lists", mustpass.lists}};
@@ -175,9 +231,6 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
     j["summary"] = {{"tests", verdicts.size()}, {"passed", count["passed"]}, {"failed", count["failed"]},
                     {"unsupported", count["unsupported"]}, {"waived", count["waived"]}};
     j["requirements"] = json::array();
-    std::ostringstream xml;
-    xml << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites name=\"xmc\" tests=\"" << verdicts.size()
-        << "\" failures=\"" << count["failed"] << "\">\n";
     for (const auto &v : verdicts) {
         json r = {{"id", v.req->id}, {"capability", v.req->capability}, {"verdict", v.verdict},
                   {"reason", v.reason}, {"seconds", v.seconds}, {"mustpass", v.mustpass},
@@ -185,26 +238,10 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
         if (v.waiver)
             r["waiver"] = {{"reason", v.waiver->reason}, {"link", v.waiver->link}, {"device", v.waiver->device},
                            {"line", v.waiver->line}};
-        xml << "  <testsuite name=\"" << v.req->id << "\" tests=\"" << std::max<size_t>(1, v.tests.size()) << "\">\n";
-        if (v.tests.empty()) {
-            xml << "    <testcase classname=\"" << v.req->id << "\" name=\"" << v.req->id << "\">";
-            if (v.verdict == "failed") xml << "<failure message=\"" << xml_escape(v.reason) << "\"/>";
-            else if (v.verdict != "passed") xml << "<skipped message=\"" << xml_escape(v.reason) << "\"/>";
-            xml << "</testcase>\n";
-        }
-        for (const auto &t : v.tests) {
+        for (const auto &t : v.tests)
             r["tests"].push_back({{"name", t.name}, {"status", t.status}, {"ms", t.ms}, {"message", t.message}});
-            xml << "    <testcase classname=\"" << v.req->id << "\" name=\"" << xml_escape(t.name) << "\" time=\""
-                << t.ms / 1000.0 << "\">";
-            if (t.status == "skipped") xml << "<skipped message=\"" << xml_escape(t.message) << "\"/>";
-            else if (t.status != "passed")
-                xml << "<failure message=\"" << t.status << "\">" << xml_escape(t.message) << "</failure>";
-            xml << "</testcase>\n";
-        }
-        xml << "  </testsuite>\n";
         j["requirements"].push_back(r);
     }
-    xml << "</testsuites>\n";
 
     json caps = {{"backend", b.api->name}, {"version", b.api->version}, {"path", b.path},
                  {"abi_version", b.api->abi_version}, {"mask", b.api->capabilities}, {"capabilities", json::array()}};
@@ -212,7 +249,8 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
         if (b.api->capabilities & (1ull << i)) caps["capabilities"].push_back(xmc_cap_string(1ull << i));
 
     const std::string &d = o.out_dir;
-    return write_text(d + "/results.json", j.dump(2) + "\n", err) && write_text(d + "/junit.xml", xml.str(), err) &&
+    return write_text(d + "/results.json", j.dump(2) + "\n", err) &&
+           write_text(d + "/junit.xml", junit_xml(verdicts, count["failed"]), err) &&
            write_text(d + "/summary.txt", summary + "\n", err) &&
            write_text(d + "/mustpass.txt", mustpass_text(mustpass), err) &&
            write_text(d + "/waivers.tsv", waivers_text, err) &&
@@ -243,9 +281,10 @@ int qualify(const QualifyOptions &o) {
             return 2;
         }
     }
-    // The must-pass list: `model` and one per declared capability.
+    // The must-pass list: `model`, `always` and one per declared capability, of
+    // the suite version asked for (--mustpass; this suite's by default).
     MustPass mustpass;
-    if (!mustpass_for(b->api->capabilities, &mustpass, &err)) {
+    if (!mustpass_for(o.mustpass.empty() ? suite_version() : o.mustpass, b->api->capabilities, &mustpass, &err)) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }
@@ -291,9 +330,12 @@ int qualify(const QualifyOptions &o) {
     std::vector<Verdict> verdicts;
     std::vector<const Requirement *> selected;
     for (const auto &r : catalogue())
-        if (o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) selected.push_back(&r);
+        if ((o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) && (o.tier.empty() || r.in_tier(o.tier)))
+            selected.push_back(&r);
     if (selected.empty()) {
-        std::fprintf(stderr, "xmc qualify: the filter '%s' selects no requirement\n", o.filter.c_str());
+        std::string what = o.filter.empty() ? "" : "the filter '" + o.filter + "'";
+        if (!o.tier.empty()) what += (what.empty() ? "tier " : " in tier ") + o.tier;
+        std::fprintf(stderr, "xmc qualify: %s selects no requirement\n", what.c_str());
         return 2;
     }
     size_t k = 0;
@@ -307,8 +349,10 @@ int qualify(const QualifyOptions &o) {
             v.verdict = "unsupported";
             v.reason = "capability '" + cap + "' not declared";
         } else if (!r->in_tier("pr")) {
+            // A benchmark's requirement (REG-SPEED, ...): its tier's benchmarks measure it.
+            const std::string &tier = !o.tier.empty() && r->in_tier(o.tier) ? o.tier : r->tiers.front();
             v.verdict = "unsupported";
-            v.reason = "measured by the hardware tier (" + r->tiers.front() + "): ctest -L " + r->tiers.front();
+            v.reason = "measured by the hardware tier (" + tier + "): ctest -L " + tier;
         } else if (tests.empty()) {
             v.verdict = "failed";
             v.reason = "no test is registered for this requirement, whose capability the backend declares";

@@ -13,6 +13,8 @@ struct QualifyOptions {
     std::string backend;
     std::string out_dir;
     std::string filter;       // glob over requirement IDs, e.g. "PIN-*"
+    std::string tier;         // only the rows whose tiers (requirements.tsv) include it; "" every row
+    std::string mustpass;     // suite version of the must-pass lists; "" this suite's
     std::string waivers;      // file: ID<TAB>backend<TAB>device<TAB>reason<TAB>link (or ID<TAB>backend<TAB>reason)
     std::string expect_fail;  // self-test: exactly these IDs must fail
     int timeout_s = 300;      // per requirement

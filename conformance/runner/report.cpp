@@ -262,7 +262,8 @@ bool write_report(const std::string &dir, std::string *error) {
     md << "# " << title << "\n\n`" << summary << "`\n\n" << verdict_text << "\n\n";
     md << "Backend `" << backend << "` " << results["backend"].value("version", "") << ", capabilities: `"
        << results["backend"].value("capabilities", "") << "`. Filter: `"
-       << (results.value("filter", "").empty() ? "none" : results.value("filter", "")) << "`.\n\n";
+       << (results.value("filter", "").empty() ? "none" : results.value("filter", "")) << "`. Tier: `"
+       << (results.value("tier", "").empty() ? "every" : results.value("tier", "")) << "`.\n\n";
     md << "## Environment\n\n| | |\n|---|---|\n";
     for (const auto &[k, v] : envrows) md << "| " << md_cell(k) << " | " << md_cell(v) << " |\n";
     // ---- report.html ----
@@ -281,7 +282,8 @@ bool write_report(const std::string &dir, std::string *error) {
     html << "<p id=\"verdict\" class=\"" << (qualified ? "ok" : "bad") << "\">" << xml_escape(verdict_text) << "</p>\n";
     html << "<p>Backend <b>" << xml_escape(backend) << "</b> " << xml_escape(results["backend"].value("version", ""))
          << ", capabilities: <code>" << xml_escape(results["backend"].value("capabilities", "")) << "</code>. Filter: <code>"
-         << xml_escape(results.value("filter", "").empty() ? "none" : results.value("filter", "")) << "</code>.</p>\n";
+         << xml_escape(results.value("filter", "").empty() ? "none" : results.value("filter", "")) << "</code>. Tier: <code>"
+         << xml_escape(results.value("tier", "").empty() ? "every" : results.value("tier", "")) << "</code>.</p>\n";
     html << "<h2>Environment</h2>\n<table>\n";
     for (const auto &[k, v] : envrows) html << "<tr><th>" << xml_escape(k) << "</th><td>" << xml_escape(v) << "</td></tr>\n";
     html << "</table>\n";

@@ -30,6 +30,28 @@ else
   echo "FAIL: verify --qualified did not name PIN-QUERY:"; cat "$work/qualified.out"; fails=$((fails + 1))
 fi
 
+# A package held to an earlier suite's must-pass lists (qualify --mustpass
+# 0.1.0): mustpass.txt names that version, verify checks the package against
+# its lists, and a requirement new since (CORE-INSTANCE, 0.2.0) is not must-pass.
+"$xmc" qualify --backend host --mustpass 0.1.0 --out "$work/mustpass-0.1.0" >"$work/mustpass-0.1.0.log" 2>&1 ||
+  { cat "$work/mustpass-0.1.0.log"; echo "FAIL: qualify --mustpass 0.1.0 failed"; fails=$((fails + 1)); }
+if grep -qx '# suite: 0.1.0' "$work/mustpass-0.1.0/mustpass.txt" &&
+   grep -qx '# lists: model pin pin_refs register stream copy vmm transfer' "$work/mustpass-0.1.0/mustpass.txt" &&
+   ! grep -qx 'CORE-INSTANCE' "$work/mustpass-0.1.0/mustpass.txt" &&
+   jq -e '.mustpass.suite == "0.1.0" and (.requirements[] | select(.id == "CORE-INSTANCE") | .mustpass == false and .verdict == "passed")' \
+     "$work/mustpass-0.1.0/results.json" >/dev/null; then
+  echo "ok: qualify --mustpass 0.1.0 recorded suite 0.1.0's lists (model, no always); CORE-INSTANCE ran, not must-pass"
+else
+  echo "FAIL: the 0.1.0 package does not record 0.1.0's must-pass lists:"; head -n 4 "$work/mustpass-0.1.0/mustpass.txt"
+  fails=$((fails + 1))
+fi
+if "$xmc" verify --qualified "$work/mustpass-0.1.0" >"$work/mustpass-0.1.0.out" 2>&1 &&
+   grep -q 'complete and consistent .* 49 must-pass' "$work/mustpass-0.1.0.out"; then
+  echo "ok: verify accepted the 0.1.0 package against 0.1.0's lists: $(grep -m1 'complete and consistent' "$work/mustpass-0.1.0.out")"
+else
+  echo "FAIL: verify rejected the 0.1.0 package:"; cat "$work/mustpass-0.1.0.out"; fails=$((fails + 1))
+fi
+
 # expect NAME BASE REASON-REGEX EDIT...: copies BASE, runs EDIT in the copy,
 # and requires verify to reject it with a line matching REASON-REGEX.
 expect() {
@@ -73,6 +95,12 @@ expect unknown_requirement "$good" "requirement 'PIN-NOPE' is not in the catalog
   "jqi results.json '(.requirements[] | select(.id == \"PIN-ALLOC\")).id = \"PIN-NOPE\"'"
 expect mustpass_list_edited "$good" "mustpass.txt leaves out PIN-FREE" "sed -i '/^PIN-FREE\$/d' mustpass.txt"
 expect mustpass_lists_renamed "$good" "mustpass.txt names the lists" "sed -i 's/^# lists: model /# lists: /' mustpass.txt"
+expect mustpass_version_changed "$work/mustpass-0.1.0" "results.json records the must-pass lists of suite 0.1.0 but mustpass.txt those of suite 0.2.0" \
+  "sed -i 's/^# suite: 0.1.0\$/# suite: 0.2.0/' mustpass.txt"
+expect mustpass_version_changed_lists "$work/mustpass-0.1.0" "mustpass.txt names the lists \\[model, pin, .*\\] but a backend declaring .* runs against \\[model, always, pin, .*\\] of suite 0.2.0" \
+  "sed -i 's/^# suite: 0.1.0\$/# suite: 0.2.0/' mustpass.txt && jqi results.json '.mustpass.suite = \"0.2.0\"'"
+expect mustpass_version_unknown "$good" "mustpass.txt names suite 9.9.9: this xmc holds no must-pass lists of suite 9.9.9 \\(it holds 0.1.0, 0.2.0\\)" \
+  "sed -i 's/^# suite: .*/# suite: 9.9.9/' mustpass.txt && jqi results.json '.mustpass.suite = \"9.9.9\"'"
 expect waived_without_waiver "$work/broken" "PIN-QUERY is 'waived' but waivers.tsv holds no waiver" \
   "jqi results.json '(.requirements[] | select(.id == \"PIN-QUERY\")).verdict = \"waived\"'"
 expect unexpected_pass_of_waived "$good" "PIN-ALLOC is waived .* but passed" \
@@ -88,7 +116,20 @@ expect undeclared_but_passed "$good" "PIN-DEVICE needs capability 'pin_register'
 expect library_disagrees "$good" "the library .* is backend host declaring" \
   "jqi capabilities.json '.capabilities = [\"pin\"] | .mask = 1' && jqi results.json '.backend.capabilities = \"pin\"' && jqi environment.json '.backend.capabilities = \"pin\"'"
 expect junit_disagrees "$good" "junit.xml disagrees with results.json on PIN-ALLOC" \
-  "sed -i '0,/<testcase classname=\"PIN-ALLOC\"\\([^>]*\\)><\\/testcase>/s//<testcase classname=\"PIN-ALLOC\"\\1><failure message=\"x\">x<\\/failure><\\/testcase>/' junit.xml"
+  "sed -i '0,/<testcase classname=\"PIN-ALLOC\"\\([^>]*\\) \\/>/s//<testcase classname=\"PIN-ALLOC\"\\1><failure message=\"x\" type=\"failed\">x<\\/failure><\\/testcase>/' junit.xml"
+# junit.xml is parsed (pugixml), not searched: a file no XML parser reads is
+# rejected with the parser's reason and where; and a failure message must come
+# back exactly, its newlines included (pugixml writes them as &#10;; written raw,
+# as a hand-made writer would, a parser reads each as a space).
+expect malformed_xml "$good" "junit.xml is not well-formed XML: Start-end tags mismatch at offset [0-9]+ \\(line [0-9]+\\)" \
+  "sed -i '/<\\/testsuites>/d' junit.xml"
+expect truncated_junit "$good" "junit.xml is not well-formed XML: .* at offset [0-9]+ \\(line [0-9]+\\)" \
+  "head -c \$((\$(stat -c %s junit.xml) / 2)) junit.xml >junit.cut && mv junit.cut junit.xml"
+expect junit_attribute_newline_lost "$work/broken" \
+  "junit.xml disagrees with results.json on PIN-QUERY: testcase .*: the failure message differs at character [0-9]+: a newline in results.json, a space in junit.xml" \
+  "sed -i '0,/&#10;/s//\\n/' junit.xml"
+expect junit_skip_missing "$good" "junit.xml disagrees with results.json on PIN-DEVICE: testcase 'PIN-DEVICE' holds 0 <failure> and 0 <skipped>, but its status is 'skipped'" \
+  "sed -i '/<testcase classname=\"PIN-DEVICE\"/,/<\\/testcase>/{/<skipped /d}' junit.xml"
 expect environment_incomplete "$good" "environment.json lacks 'os'" "jqi environment.json 'del(.os)'"
 expect bench_missing "$good" "missing file: bench.json" "rm bench.json"
 expect bench_ratio_edited "$good" "bench.json: row .* has ratio 0.99" "jqi bench.json '.rows[0].ratio = 0.99'"

@@ -6,6 +6,10 @@
 
 #include <unistd.h>
 
+#include <pugixml.hpp>
+
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -31,22 +35,6 @@ std::string join(const std::vector<std::string> &v, const char *sep = ", ") {
 }
 
 bool failing(const std::string &status) { return status != "passed" && status != "skipped"; }
-
-// Counts <tag in [from, to) of text.
-int count_tag(const std::string &text, const std::string &tag, size_t from, size_t to) {
-    int n = 0;
-    for (size_t p = text.find(tag, from); p != std::string::npos && p < to; p = text.find(tag, p + 1)) ++n;
-    return n;
-}
-
-// The value of attribute `name` in the element starting at `pos`.
-std::string attr(const std::string &text, size_t pos, const std::string &name) {
-    const size_t end = text.find('>', pos);
-    const size_t a = text.find(" " + name + "=\"", pos);
-    if (a == std::string::npos || a > end) return "";
-    const size_t v = a + name.size() + 3;
-    return text.substr(v, text.find('"', v) - v);
-}
 
 // ---- the checks, one function each ------------------------------------------
 
@@ -103,33 +91,39 @@ void check_verdicts(const std::string &dir, const json &results, const MustPass 
 }
 
 void check_mustpass(const json &results, const json &caps, const MustPass &mp, Problems &p) {
-    // The lists a backend with these capabilities runs against, in this suite.
+    // The lists a backend with these capabilities runs against, of the suite
+    // version the package names (qualify --mustpass), which this xmc must hold.
     xmc_caps declared = 0;
     for (const auto &c : caps.value("capabilities", json::array())) declared |= capability_bit(c.get<std::string>());
     MustPass want;
     std::string err;
-    if (!mustpass_for(declared, &want, &err)) { p.add("mustpass: " + err); return; }
-    if (mp.suite != suite_version()) p.add("mustpass.txt belongs to suite " + mp.suite + ", this xmc is " + suite_version());
+    if (!mustpass_for(mp.suite, declared, &want, &err)) { p.add("mustpass.txt names suite " + mp.suite + ": " + err); return; }
+    const json &rm = results.value("mustpass", json::object());
+    if (rm.value("suite", "") != mp.suite)
+        p.add("results.json records the must-pass lists of suite " + rm.value("suite", "") + " but mustpass.txt those of suite " +
+              mp.suite);
     if (mp.lists != want.lists)
         p.add("mustpass.txt names the lists [" + join(mp.lists) + "] but a backend declaring [" +
-              caps_to_string(declared) + "] runs against [" + join(want.lists) + "]");
-    if (results.contains("mustpass") && results["mustpass"].value("lists", json::array()) != json(mp.lists))
-        p.add("results.json records the must-pass lists " + results["mustpass"].value("lists", json::array()).dump() +
+              caps_to_string(declared) + "] runs against [" + join(want.lists) + "] of suite " + mp.suite);
+    if (rm.value("lists", json::array()) != json(mp.lists))
+        p.add("results.json records the must-pass lists " + rm.value("lists", json::array()).dump() +
               " but mustpass.txt names [" + join(mp.lists) + "]");
     std::vector<std::string> missing, extra;
     for (const auto &id : want.ids)
         if (!mp.contains(id)) missing.push_back(id);
     for (const auto &id : mp.ids)
         if (!want.contains(id)) extra.push_back(id);
-    if (!missing.empty()) p.add("mustpass.txt leaves out " + join(missing) + " of the checked-in lists of suite " + suite_version());
-    if (!extra.empty()) p.add("mustpass.txt adds " + join(extra) + ", which the checked-in lists of suite " + suite_version() + " do not hold");
+    if (!missing.empty()) p.add("mustpass.txt leaves out " + join(missing) + " of the checked-in lists of suite " + mp.suite);
+    if (!extra.empty()) p.add("mustpass.txt adds " + join(extra) + ", which the checked-in lists of suite " + mp.suite + " do not hold");
     std::set<std::string> have;
     for (const auto &r : results["requirements"]) have.insert(r.value("id", ""));
-    const std::string filter = results.value("filter", "");
+    std::string selection;
+    if (!results.value("filter", "").empty()) selection = "--filter '" + results.value("filter", "") + "'";
+    if (!results.value("tier", "").empty()) selection += (selection.empty() ? "" : " ") + ("--tier " + results.value("tier", ""));
     for (const auto &id : mp.ids)
         if (!have.count(id))
             p.add("must-pass requirement " + id + " has no result in results.json" +
-                  (filter.empty() ? "" : " (the run was filtered with --filter '" + filter + "')"));
+                  (selection.empty() ? "" : " (the run selected requirements with " + selection + ")"));
 }
 
 void check_waivers(const json &results, const std::vector<Waiver> &waivers, const MustPass &mp,
@@ -211,41 +205,148 @@ void check_capabilities(const json &results, const json &caps, const json &env, 
     }
 }
 
+// Where two texts first differ, for a message that names it: the character
+// index, and what each holds there (a lost newline is the usual case: written
+// unescaped into an attribute, a newline is read back as a space).
+std::string first_difference(const std::string &want, const std::string &got) {
+    size_t i = 0;
+    while (i < want.size() && i < got.size() && want[i] == got[i]) ++i;
+    auto at = [i](const std::string &s) -> std::string {
+        if (i >= s.size()) return "the end";
+        const char c = s[i];
+        if (c == '\n') return "a newline";
+        if (c == '\r') return "a carriage return";
+        if (c == '\t') return "a tab";
+        if (c == ' ') return "a space";
+        if (static_cast<unsigned char>(c) >= 0x80) {  // part of a multi-byte character: not printable alone
+            char hex[16];
+            std::snprintf(hex, sizeof hex, "byte 0x%02x", static_cast<unsigned char>(c));
+            return hex;
+        }
+        return "'" + std::string(1, c) + "'";
+    };
+    return "at character " + std::to_string(i) + ": " + at(want) + " in results.json, " + at(got) + " in junit.xml";
+}
+
+// XML's end-of-line handling, which every parser applies to element text:
+// "\r\n" and "\r" read as "\n".
+std::string xml_eol(const std::string &s) {
+    std::string o;
+    for (size_t i = 0; i < s.size(); ++i) {
+        if (s[i] != '\r') o += s[i];
+        else if (i + 1 >= s.size() || s[i + 1] != '\n') o += '\n';
+    }
+    return o;
+}
+
+// One testcase against what results.json says of it: the outcome element
+// (<failure> for a failing status, <skipped> for a skip, none for a pass) and
+// its text exactly as results.json has it.
+void check_testcase(const std::string &id, const pugi::xml_node &tc, const std::string &name,
+                    const std::string &status, const std::string &message, Problems &p) {
+    const std::string where = "junit.xml disagrees with results.json on " + id + ": testcase '" + name + "'";
+    if (std::string(tc.attribute("classname").value()) != id)
+        p.add(where + " has classname '" + tc.attribute("classname").value() + "'");
+    int failures = 0, skips = 0;
+    for (const pugi::xml_node &c : tc.children()) {
+        if (c.type() != pugi::node_element) continue;
+        const std::string tag = c.name();
+        if (tag == "failure") ++failures;
+        else if (tag == "skipped") ++skips;
+        else p.add(where + " holds an unexpected <" + tag + ">");
+    }
+    const int want_failures = failing(status) ? 1 : 0, want_skips = status == "skipped" ? 1 : 0;
+    if (failures != want_failures || skips != want_skips) {
+        p.add(where + " holds " + std::to_string(failures) + " <failure> and " + std::to_string(skips) +
+              " <skipped>, but its status is '" + status + "'");
+        return;
+    }
+    const std::string text = junit_text(message);
+    if (want_failures) {
+        const pugi::xml_node f = tc.child("failure");
+        if (std::string(f.attribute("type").value()) != status)
+            p.add(where + ": <failure type=\"" + f.attribute("type").value() + "\">, but its status is '" + status + "'");
+        if (f.attribute("message").value() != text)
+            p.add(where + ": the failure message differs " + first_difference(text, f.attribute("message").value()));
+        else if (f.text().get() != xml_eol(text))
+            p.add(where + ": the failure text differs " + first_difference(xml_eol(text), f.text().get()));
+    }
+    if (want_skips && tc.child("skipped").attribute("message").value() != text)
+        p.add(where + ": the skip message differs " + first_difference(text, tc.child("skipped").attribute("message").value()));
+}
+
+// junit.xml, parsed with pugixml as a CI system reads it (attribute values
+// normalised: a newline survives only written as &#10;), checked against
+// results.json: root <testsuites> with tests (requirements) and failures
+// (failed requirements), one <testsuite> per requirement, one <testcase> per
+// test in results.json's order (one named after the requirement when it ran
+// no test), and each outcome as check_testcase says.
 void check_junit(const json &results, const std::string &xml, Problems &p) {
+    pugi::xml_document doc;
+    // (parse_ws_pcdata_single: a message of only whitespace is still a message)
+    const pugi::xml_parse_result parsed =
+        doc.load_buffer(xml.data(), xml.size(), pugi::parse_default | pugi::parse_ws_pcdata_single);
+    if (!parsed) {
+        const auto offset = static_cast<size_t>(parsed.offset);
+        const long line = 1 + std::count(xml.begin(), xml.begin() + static_cast<long>(std::min(offset, xml.size())), '\n');
+        p.add("junit.xml is not well-formed XML: " + std::string(parsed.description()) + " at offset " +
+              std::to_string(offset) + " (line " + std::to_string(line) + ")");
+        return;
+    }
+    const pugi::xml_node root = doc.document_element();
+    if (std::string(root.name()) != "testsuites") {
+        p.add("junit.xml's root element is <" + std::string(root.name()) + ">, not <testsuites>");
+        return;
+    }
     std::map<std::string, int> n;
     for (const auto &r : results["requirements"]) n[r.value("verdict", "")]++;
-    const size_t top = xml.find("<testsuites");
-    if (top == std::string::npos) { p.add("junit.xml has no <testsuites> element"); return; }
-    if (attr(xml, top, "tests") != std::to_string(results["requirements"].size()) ||
-        attr(xml, top, "failures") != std::to_string(n["failed"]))
-        p.add("junit.xml counts tests=" + attr(xml, top, "tests") + " failures=" + attr(xml, top, "failures") +
-              " but results.json holds " + std::to_string(results["requirements"].size()) + " requirements, " +
-              std::to_string(n["failed"]) + " failed");
-    std::set<std::string> in_xml;
-    for (size_t pos = xml.find("<testsuite "); pos != std::string::npos; pos = xml.find("<testsuite ", pos + 1))
-        in_xml.insert(attr(xml, pos, "name"));
+    const std::string tests = root.attribute("tests").value(), failures = root.attribute("failures").value();
+    if (tests != std::to_string(results["requirements"].size()) || failures != std::to_string(n["failed"]))
+        p.add("junit.xml counts tests=" + tests + " failures=" + failures + " but results.json holds " +
+              std::to_string(results["requirements"].size()) + " requirements, " + std::to_string(n["failed"]) +
+              " failed");
+    std::map<std::string, pugi::xml_node> suites;
+    for (const pugi::xml_node &s : root.children()) {
+        if (s.type() != pugi::node_element) continue;
+        const std::string name = s.attribute("name").value();
+        if (std::string(s.name()) != "testsuite") p.add("junit.xml holds <" + std::string(s.name()) + "> in <testsuites>");
+        else if (!suites.emplace(name, s).second) p.add("junit.xml holds two testsuites for " + name);
+    }
     for (const auto &r : results["requirements"]) {
         const std::string id = r.value("id", ""), v = r.value("verdict", "");
-        const size_t pos = xml.find("<testsuite name=\"" + id + "\"");
-        if (pos == std::string::npos) { p.add("junit.xml has no testsuite for " + id); continue; }
-        in_xml.erase(id);
-        const size_t end = xml.find("</testsuite>", pos);
-        int want_fail = 0, want_skip = 0;
-        for (const auto &t : r["tests"]) {
-            want_fail += failing(t.value("status", ""));
-            want_skip += t.value("status", "") == "skipped";
+        const auto it = suites.find(id);
+        if (it == suites.end()) { p.add("junit.xml has no testsuite for " + id); continue; }
+        const pugi::xml_node suite = it->second;
+        suites.erase(it);
+        // What results.json says the testcases are: name, status, message.
+        std::vector<std::array<std::string, 3>> want;
+        for (const auto &t : r["tests"]) want.push_back({t.value("name", ""), t.value("status", ""), t.value("message", "")});
+        if (want.empty())
+            want.push_back({id, v == "passed" ? "passed" : v == "failed" ? "failed" : "skipped", r.value("reason", "")});
+        if (std::string(suite.attribute("tests").value()) != std::to_string(want.size()))
+            p.add("junit.xml disagrees with results.json on " + id + ": testsuite tests=" + suite.attribute("tests").value() +
+                  " for " + std::to_string(want.size()) + " testcase(s)");
+        std::vector<pugi::xml_node> cases;
+        for (const pugi::xml_node &c : suite.children()) {
+            if (c.type() != pugi::node_element) continue;
+            if (std::string(c.name()) == "testcase") cases.push_back(c);
+            else p.add("junit.xml disagrees with results.json on " + id + ": <" + c.name() + "> in its testsuite");
         }
-        if (r["tests"].empty()) {
-            want_fail = v == "failed";
-            want_skip = v != "failed" && v != "passed";
+        if (cases.size() != want.size()) {
+            p.add("junit.xml disagrees with results.json on " + id + ": " + std::to_string(cases.size()) +
+                  " testcase(s) for " + std::to_string(want.size()) + " test(s)");
+            continue;
         }
-        const int got_fail = count_tag(xml, "<failure", pos, end), got_skip = count_tag(xml, "<skipped", pos, end);
-        if (got_fail != want_fail || got_skip != want_skip)
-            p.add("junit.xml disagrees with results.json on " + id + ": " + std::to_string(got_fail) + " failure(s) and " +
-                  std::to_string(got_skip) + " skip(s) against " + std::to_string(want_fail) + " and " +
-                  std::to_string(want_skip));
+        for (size_t i = 0; i < cases.size(); ++i) {
+            if (cases[i].attribute("name").value() != want[i][0]) {
+                p.add("junit.xml disagrees with results.json on " + id + ": testcase " + std::to_string(i + 1) + " is '" +
+                      cases[i].attribute("name").value() + "' where results.json has '" + want[i][0] + "'");
+                continue;
+            }
+            check_testcase(id, cases[i], want[i][0], want[i][1], want[i][2], p);
+        }
     }
-    for (const auto &id : in_xml) p.add("junit.xml holds " + id + ", which results.json does not");
+    for (const auto &[id, node] : suites) p.add("junit.xml holds " + id + ", which results.json does not");
 }
 
 void check_environment(const json &results, const json &env, Problems &p) {

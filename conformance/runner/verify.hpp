@@ -7,14 +7,16 @@
 //   suite      the package's format and suite version are this xmc's
 //   summary    summary.txt, results.json's summary and the verdicts agree
 //   verdicts   each verdict agrees with its tests' outcomes; a log per run requirement
-//   mustpass   mustpass.txt is the checked-in union for the declared capabilities,
-//              and every must-pass requirement has a result
+//   mustpass   mustpass.txt is the checked-in union for the declared capabilities
+//              of the suite version it names (qualify --mustpass; this xmc holds
+//              the lists of every version), and every must-pass requirement has a result
 //   waivers    waivers.tsv parses; waivers apply only to must-pass requirements;
 //              a waived verdict has its waiver; no waived requirement passed
 //   capabilities  capabilities.json, results.json and environment.json name
 //              the same backend and capability set; unsupported exactly where
 //              a capability is not declared; the library, where present, agrees
-//   junit      junit.xml holds the same requirements and outcomes
+//   junit      junit.xml parses (pugixml; else its reason and offset) and holds the
+//              same requirements, tests and outcomes, messages exactly (newlines too)
 //   environment  suite version and revision, OS, compiler, devices recorded
 //   bench      bench.json present exactly when --bench ran; ratios match figures
 //   report     report.html and report.md show the summary; their plots exist
