@@ -32,7 +32,7 @@
 namespace xmc::transfer {
 
 // What each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote.
-// Public so that a broken backend of the self-test can plant a bug in it.
+// The wire format, public: the self-test's broken executors read and rewrite votes on the wire.
 struct TransferVote {
     uint64_t digest;   // transfer_digest() of the sender's request
     uint64_t nonce;    // random per call: the call's message tags derive from every rank's nonce
