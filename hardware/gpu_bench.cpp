@@ -210,6 +210,7 @@ int main(int argc, char **argv) {
     auto bw = [&](const std::function<void()> &enqueue, double count_bytes) {
         return count_bytes / 1e9 / median_time(5, [&] { enqueue(); CK(d.cuStreamSynchronize(s)); });
     };
+    // REG-SPEED, VMM-SPEED: the pinned peaks (cuMemHostAlloc) their rows are held to.
     const double peak_h2d = bw([&] { CK(d.cuMemcpyHtoDAsync_v2(dbuf, hpinned, bytes, s)); }, gb * 1e9);
     const double peak_d2h = bw([&] { CK(d.cuMemcpyDtoHAsync_v2(hpinned, dbuf, bytes, s)); }, gb * 1e9);
     const double peak_pageable = bw([&] { CK(d.cuMemcpyHtoDAsync_v2(dbuf, pageable, bytes, s)); }, gb * 1e9);
@@ -254,6 +255,7 @@ int main(int argc, char **argv) {
         CK(d.cuMemAddressFree(va, n));
     };
     const double t_granule = median_time(50, [&] { vmm_cycle(gran); });
+    // VMM-SPEED: the raw driver's figures for the same slot cycles.
     // The raw driver doing what the backend's slot cycles do, for their peaks
     // (comparing a slot cycle with fewer calls and no copy would blame the
     // backend for work the raw figure never did):
@@ -394,6 +396,7 @@ int main(int argc, char **argv) {
             data_ok &= b[0] == 0x11 && b[bytes / 2] == 0x11 && b[bytes - 1] == 0x11;
             api->pin_free(inst, pr.base);
         }
+        // REG-SPEED: copies from and to registered memory against the pinned peaks.
         if (api->capabilities & XMC_CAP_REGISTER) {
             xmc_reg_info ri{};
             if (api->reg_register(inst, pageable, bytes, 0, 0, &ri) == XMC_OK) {
@@ -630,6 +633,7 @@ int main(int argc, char **argv) {
     std::free(pageable);
     std::free(reg_buf);
     if (below) std::printf("xmc_gpu_bench: a figure is below --min-ratio %.2f\n", min_ratio);
+    // REG-SPEED, VMM-SPEED: a missed target ratio fails the run with --check-targets.
     if (missed) std::printf("xmc_gpu_bench: a requirement's target was missed%s\n", check_targets ? "" : " (reported; --check-targets makes it fail)");
     return (below || (check_targets && missed) || !data_ok) ? 1 : 0;
 }

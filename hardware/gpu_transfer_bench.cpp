@@ -282,6 +282,7 @@ int main(int argc, char **argv) {
         data_ok &= got == want;
     };
 
+    // AFF-SPEED: between the GPUs of one process, at peer copy speed.
     // (a) two ranks, dense: rank 0's source on GPU0, rank 1's target on GPU1.
     {
         CK(d.cuCtxSetCurrent(ctx[0]));
@@ -359,6 +360,7 @@ int main(int argc, char **argv) {
         rows.push_back(Row{"  same reshard vs raw 2-D copies of its boxes", fig, raw_2d, 0});
         rows.push_back(Row{"  same reshard vs raw 3-D (8 KiB sub-rows) copies", fig, raw_sub, 0});
     }
+    // AFF-SPEED: dense local segments at device copy speed.
     // (b) local dense on GPU0 (read + write counted).
     {
         CK(d.cuCtxSetCurrent(ctx[0]));
@@ -373,6 +375,7 @@ int main(int argc, char **argv) {
         check(b0, 0, 0x3c), check(b0, bytes - 1, 0x3c);
         rows.push_back(Row{"local dense vs DtoD", fig, raw, 0.9});
     }
+    // AFF-SPEED: strided local segments against the 1-D device copy.
     // (c) local strided: 8 KiB rows of a 16 KiB-pitch source, read + write counted.
     {
         const int64_t W = 1024, R = int64_t(bytes) / (16 * W);  // 8-byte elements

@@ -12,6 +12,7 @@ namespace xmc::be {
 template <class Block>  // Block has `uintptr_t base` and `size_t size`
 class BlockIndex {
 public:
+    // PIN-QUERY: the lookup of every query, free and ref: two binary searches.
     // The block whose [base, base+size) holds addr, or nullptr.
     Block *find_containing(uintptr_t addr) {
         if (firsts_.empty()) return nullptr;

@@ -51,6 +51,7 @@ inline xmc_status check_copy_side(xmc_instance *inst, const xmc_copy_desc &d, co
     size_t row_end = 0;
     if (__builtin_add_overflow(s.x_bytes, d.width_bytes, &row_end))
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "copy", "copy: %s x_bytes + width_bytes overflows", side);
+    // COPY-STRIDED: pitches that hold the described rows and slices.
     if (s.pitch < row_end)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "copy",
                     "copy: %s pitch %zu < x_bytes %zu + width_bytes %zu", side, s.pitch, s.x_bytes, d.width_bytes);
@@ -80,6 +81,7 @@ inline xmc_status check_copy_side(xmc_instance *inst, const xmc_copy_desc &d, co
 // XMC_OK when the descriptor may be enqueued; otherwise the refusal, recorded.
 inline xmc_status check_copy(xmc_instance *inst, const xmc_copy_desc *d, int32_t device_count) {
     if (!d) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "copy", "copy: descriptor is NULL");
+    // COPY-STRIDED: every refusal comes before anything is enqueued.
     if (d->width_bytes == 0 || d->height == 0 || d->depth == 0)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "copy",
                     "copy: zero extent (width_bytes %zu, height %zu, depth %zu)", d->width_bytes, d->height,
@@ -88,6 +90,7 @@ inline xmc_status check_copy(xmc_instance *inst, const xmc_copy_desc *d, int32_t
     if (xmc_status st = check_copy_side(inst, *d, d->src, "source", device_count, &src); st != XMC_OK) return st;
     if (xmc_status st = check_copy_side(inst, *d, d->dst, "destination", device_count, &dst); st != XMC_OK)
         return st;
+    // COPY-STRIDED: overlapping sides are refused (copies are undefined there).
     if (src.first <= dst.last && dst.first <= src.last)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "copy",
                     "copy: source bytes [%p, %p] and destination bytes [%p, %p] overlap",

@@ -58,6 +58,7 @@ xmc_status fail(xmc_instance *inst, xmc_status status, int64_t native_code, cons
 void last_error(xmc_instance *inst, xmc_error_info *out) {
     if (!out) return;
     *out = xmc_error_info{};
+    // CORE-INSTANCE: a dead instance's error is all zero, never a freed read.
     if (!instance_live(inst)) return;
     auto it = slots.find(inst->id);
     if (it != slots.end()) *out = it->second;
@@ -89,6 +90,7 @@ template <auto M> struct Guard;
 template <class... A, xmc_status (*xmc_backend::*M)(xmc_instance *, A...)>
 struct Guard<M> {
     static xmc_status call(xmc_instance *inst, A... args) {
+        // CORE-INSTANCE: refused before the backend's function can touch it.
         if (!instance_live(inst)) return XMC_ERR_INVALID_HANDLE;
         return (inner_table().*M)(inst, args...);
     }

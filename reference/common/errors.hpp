@@ -27,6 +27,7 @@ inline xmc_status ok() { return XMC_OK; }
 void last_error(xmc_instance *inst, xmc_error_info *out);
 const char *status_name(xmc_status s);
 
+// CORE-INSTANCE: NULL, closed and foreign instances are told apart here.
 // True when `inst` is an instance of this library that open() made and close()
 // has not destroyed. The pointer is only compared, never dereferenced, so a
 // NULL, foreign or dangling one is safe to ask about. (A closed instance's

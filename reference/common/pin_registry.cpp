@@ -11,6 +11,7 @@
 namespace xmc::be {
 
 PinRegistry &PinRegistry::process() {
+    // PIN-SHARED: every instance of the library sees these blocks.
     static PinRegistry registry;  // one per backend library, whatever the instances
     return registry;
 }
@@ -22,6 +23,7 @@ static bool is_power_of_two(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment, PinBlock *out) {
     const size_t page = page_size();
     if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
+    // PIN-ALLOC: n = 0 and a non-power-of-two alignment are invalid.
     if (bytes == 0) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: size is 0");
     if (!is_power_of_two(alignment))
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
@@ -29,6 +31,7 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     if (bytes > SIZE_MAX - page)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
                     "pin_alloc: size %zu overflows when rounded up to pages", bytes);
+    // PIN-ALLOC: whole pages, page-aligned and at least as aligned as asked.
     // Whole pages, so that no two blocks share a page and munlock of one never
     // unlocks another.
     const size_t size = (bytes + page - 1) / page * page;
@@ -39,6 +42,8 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     if (rc != 0)
         return fail(inst, XMC_ERR_OUT_OF_MEMORY, rc, "pin_alloc",
                     "pin_alloc: posix_memalign(%zu, %zu) failed: %s", align, size, std::strerror(rc));
+    // PIN-MEMLOCK: a refused mlock frees the block (no leak, nothing counted)
+    // and reports the memlock status naming RLIMIT_MEMLOCK.
     if (mlock(p, size) != 0) {
         const int err = errno;
         std::free(p);  // nothing leaks and nothing was accounted
@@ -58,6 +63,7 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     {
         std::lock_guard<std::mutex> lock(mu_);
         blocks_.insert(block);
+        // PIN-ACCOUNT: bytes_now sums the live blocks; peak is its high water.
         bytes_now_ += size;
         if (bytes_now_ > bytes_peak_) bytes_peak_ = bytes_now_;
     }
@@ -72,6 +78,8 @@ void PinRegistry::set_device(uintptr_t base, int32_t device) {
 
 xmc_status PinRegistry::release(xmc_instance *inst, PinBlock *b, const char *call) {
     const PinBlock block = *b;
+    // REG-UNREG-FAIL (pinned blocks): the device registration goes first; if
+    // the driver refuses, the block stays pinned and the call fails.
     if (release_hook_) {
         int64_t native = 0;
         char why[256] = "";
@@ -80,6 +88,8 @@ xmc_status PinRegistry::release(xmc_instance *inst, PinBlock *b, const char *cal
             return fail(inst, st, native, call, "%s: block %p kept pinned: the driver did not release it: %s", call,
                         reinterpret_cast<void *>(block.base), why);
     }
+    // PIN-AFTER-FREE: out of the index (nothing reports pinned), out of the
+    // count, unlocked, freed.
     blocks_.erase(block.base);
     bytes_now_ -= block.size;
     void *p = reinterpret_cast<void *>(block.base);
@@ -92,6 +102,7 @@ xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
     std::lock_guard<std::mutex> lock(mu_);
     const auto addr = reinterpret_cast<uintptr_t>(base);
     PinBlock *b = blocks_.find_containing(addr);
+    // PIN-FREE: each refusal has its own message and changes nothing.
     // Exactly a live base whose owner reference is still held: an interior or
     // unknown address, or a second free, is refused and changes nothing.
     if (!b || b->base != addr || !b->owner_alive) {
@@ -100,6 +111,7 @@ xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
                                             : "was already freed (references still held)";
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_free", "pin_free: address %p %s", base, why);
     }
+    // PIN-REFS: references still held: free drops the owner's only.
     if (b->extra_refs > 0) {
         b->owner_alive = false;
         return ok();
@@ -116,6 +128,7 @@ xmc_status PinRegistry::query(xmc_instance *inst, const void *addr, size_t len,
     if (a > UINTPTR_MAX - n) return ok(); // wraps: cannot lie in one block
     std::lock_guard<std::mutex> lock(mu_);
     const PinBlock *b = blocks_.find_containing(a);
+    // PIN-QUERY: any address inside gives base and size; base+n does not.
     // Pinned only when the whole extent lies in one block, not just its start.
     if (b && a + n <= b->base + b->size) {
         out->pinned = 1;
@@ -130,6 +143,7 @@ xmc_status PinRegistry::ref(xmc_instance *inst, const void *addr) {
     PinBlock *b = blocks_.find_containing(reinterpret_cast<uintptr_t>(addr));
     if (!b)
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_ref", "pin_ref: %p is not inside any pinned block", addr);
+    // PIN-REFS: a reference through any interior address counts.
     ++b->extra_refs;
     return ok();
 }
@@ -142,6 +156,8 @@ xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
     if (b->extra_refs == 0)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_unref",
                     "pin_unref: block %p holds no reference taken with pin_ref", reinterpret_cast<void *>(b->base));
+    // PIN-REFS: any address of the block releases, also the recorded base after
+    // the caller's pointer moved.
     // Released only when the last reference goes, owner's included.
     if (b->extra_refs == 1 && !b->owner_alive) return release(inst, b, "pin_unref");  // failure keeps the ref
     --b->extra_refs;
@@ -151,6 +167,7 @@ xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
 xmc_status PinRegistry::stats(xmc_instance *inst, xmc_pin_stats *out) const {
     if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_stats", "pin_stats: result pointer is NULL");
     std::lock_guard<std::mutex> lock(mu_);
+    // PIN-ACCOUNT: now and peak, read under the lock.
     out->bytes_now = bytes_now_;
     out->bytes_peak = bytes_peak_;
     out->blocks_now = blocks_.size();

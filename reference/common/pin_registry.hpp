@@ -17,6 +17,7 @@ struct PinBlock {
     size_t size = 0;             // page-rounded; what query reports
     bool owner_alive = true;     // the allocation's own reference, dropped by free
     uint32_t extra_refs = 0;     // references taken with ref()
+    // PIN-DEVICE: set only once the registration succeeded (set_device).
     int32_t device = XMC_NO_DEVICE;  // device it is registered with, if any
 };
 
@@ -49,6 +50,7 @@ private:
     // untouched and returns the hook's failure. Caller holds mu_.
     xmc_status release(xmc_instance *inst, PinBlock *block, const char *call);
 
+    // PIN-THREADS: one lock over the index and the counts: no lost update.
     mutable std::mutex mu_;
     mutable BlockIndex<PinBlock> blocks_;
     uint64_t bytes_now_ = 0;

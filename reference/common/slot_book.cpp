@@ -39,6 +39,7 @@ bool workers_option(const std::string &key, const std::string &value, unsigned *
 }
 
 xmc_status check_batch(xmc_instance *inst, const Batch &b) {
+    // VMM-BATCH: an empty batch is refused like a NULL argument.
     if (!b.out || !b.handles || b.n == 0 || (b.remap && (!b.srcs || !b.src_bytes)))
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, b.call, "%s: NULL argument or empty batch", b.call);
     if (b.flags & ~XMC_REMAP_DEFER_COPY)
@@ -54,6 +55,7 @@ xmc_status check_source(xmc_instance *inst, const char *call, size_t i, const vo
                     call, i, bytes, slot_size);
     xmc_pin_info q{};
     PinRegistry::process().query(inst, src, bytes, &q);
+    // VMM-REMAP-COPY: only the base of a pinned block holding all the bytes.
     if (!q.pinned || q.base != src)
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, call,
                     "%s: source %zu (%p, %zu bytes) is not the base of a pinned block holding it", call, i, src, bytes);

@@ -39,6 +39,7 @@ enum class SlotState { Mapped, ReleasePending, Released, RemapPending };
 // would signal if the launch were then refused. Host and CUDA mark a claim Launched instead, so
 // that a consumer told to wait meanwhile waits for that copy; a refused launch sets it back to
 // None, which releases such a consumer.
+// VMM-EVENT-WAIT: a consumer's wait picks the copies to wait for from these.
 enum class CopyState : uint8_t { None, Claimed, Launched, Done };
 
 template <class Request>
@@ -49,6 +50,7 @@ struct SlotBase {
     Request *pending = nullptr;    // the release or remap of ReleasePending / RemapPending
     Request *mapped_by = nullptr;  // the remap whose mapping it holds (nullptr: create's)
     bool release_queued = false;   // a release not yet run by a worker: a remap waits for it
+    // VMM-CLOSE: close waits until jobs and copies are both 0.
     int jobs = 0;                  // requests naming it not yet run by a worker: close waits
     int copies = 0;                // copies into it not yet finished: release and close wait
     xmc_status release_status = XMC_OK;  // why its last release failed
@@ -110,6 +112,7 @@ struct SlotBook {
 // Slot and request handles: from one counter per backend library, never reused, so a stale handle
 // or another instance's is refused (a counter per instance made slot 1 of one instance slot 1 of
 // every other: test_hostile's VMM_STATE).
+// VMM-CLOSE: a closed slot's handle is never reused: it stays refused everywhere.
 uintptr_t next_handle();
 xmc_status bad_request(xmc_instance *inst, const char *call, xmc_request *h);
 // The value of a vmm_* open option: a whole decimal number, no sign or space, that fits in 64 bits.
@@ -184,6 +187,7 @@ bool holds(const S &s, const R &r) {
            (s.state == SlotState::Mapped || (s.state == SlotState::RemapPending && s.pending == &r));
 }
 
+// VMM-ASYNC-ERROR: a failed unmap leaves the slot mapped, its bytes intact.
 // A worker ran r's release of s (`mapped`: the unmap failed, s holds its memory still). A remap
 // asked meanwhile finds out for itself; otherwise the slot is released, or still mapped.
 template <class S, class R>
@@ -196,6 +200,7 @@ void release_ran(S &s, const R &r, bool mapped) {
     }
 }
 
+// VMM-ASYNC-ERROR: a failed remap's slots go back to released (mapped, where their release failed).
 // r's remap failed and its own mappings are undone: each slot still pending on it goes back to
 // what it holds (mapped(slot): memory is mapped there now).
 template <class R, class F>
@@ -227,6 +232,7 @@ xmc_status make_request(xmc_instance *inst, SlotBook<S, R> &v, const Batch &b, s
                         static_cast<void *>(b.handles[i]));
         r->slots.push_back(s);
     }
+    // VMM-BATCH: a slot named twice is refused before any slot changes.
     std::set<S *> seen;
     for (size_t i = 0; i < b.n; ++i)
         if (!seen.insert(r->slots[i].get()).second)
@@ -238,6 +244,8 @@ xmc_status make_request(xmc_instance *inst, SlotBook<S, R> &v, const Batch &b, s
                 st != XMC_OK)
                 return st;
     for (size_t i = 0; i < b.n; ++i) {
+        // VMM-STATE: release needs a mapped slot, remap a released or releasing one; otherwise
+        // busy, nothing changed.
         const SlotState st = r->slots[i]->state;
         if (!b.remap && st != SlotState::Mapped)
             return fail(inst, XMC_ERR_BUSY, 0, call, "%s: slot %zu is not mapped, or has a release or remap pending",
@@ -271,6 +279,7 @@ void commit(SlotBook<S, R> &v, const std::shared_ptr<R> &r, xmc_request **out) {
 
 // ---- workers --------------------------------------------------------------------------
 
+// VMM-RELEASE-ORDER: a release never unmaps under a copy still running into its slot.
 // A remap waits for its slots' releases; a release for the copies into its slots. Nothing else:
 // requests of other slots never hold one up, so one worker is enough (VMM-SERIAL).
 template <class R>
@@ -346,6 +355,7 @@ xmc_status check_target(xmc_instance *inst, const char *call, const R &r, uint32
     if (r.status != XMC_OK)
         return fail(inst, XMC_ERR_BUSY, r.native, call, "%s: the remap failed (%s): nothing to copy into", call,
                     r.what.c_str());
+    // VMM-DEFERRED: the copy goes only into this request's own mapping.
     if (!holds(*r.slots[index], r))
         return fail(inst, XMC_ERR_BUSY, 0, call,
                     "%s: slot %u no longer holds this request's mapping (closed, or released since)", call, index);
@@ -357,6 +367,7 @@ xmc_status wait_request(xmc_instance *inst, SlotBook<S, R> &v, xmc_request *h, u
     std::unique_lock<std::mutex> lock(v.mu);
     std::shared_ptr<R> r = find_request(v, h);
     if (!r) return bad_request(inst, "request_wait", h);
+    // VMM-ASYNC-ERROR: the wait returns a worker's failure with the driver's code.
     if (!v.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return r->finished(); }))
         return fail(inst, XMC_ERR_TIMEOUT, 0, "request_wait", "request_wait: not finished after %u ms (%s)",
                     timeout_ms, r->fired ? "a worker has it" : "its stream has not reached it");

@@ -50,9 +50,11 @@ std::string check_buffer(const xmc_shard_buffer &b, const std::string &side, Exe
     if (std::string why = ex.check_memory(b, side); !why.empty()) return why;
     int64_t lo = 0, hi = 0;
     if (!reach(b, &lo, &hi)) return side + " buffer offsets overflow";
+    // AFF-REFUSE-BEFORE-WRITE: a buffer too small for its shard.
     if (lo < 0 || uint64_t(hi) >= b.capacity)
         return side + " buffer too small: its shard reaches elements [" + to_string(lo) + ", " + to_string(hi) +
                "] of a capacity of " + to_string(b.capacity);
+    // AFF-REFUSE-BEFORE-WRITE: a target whose elements share memory.
     if (side == "target" && !distinct_elements(b)) return "target buffer strides make elements share memory";
     return "";
 }
@@ -74,6 +76,7 @@ std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
     const xmc_group &g = *a.group;
     const size_t elem = a.elem_size;
     if (elem == 0) return "element size 0";
+    // AFF-STAGING: a budget smaller than one element is refused up front.
     if (a.staging_budget < elem)
         return "staging budget " + to_string(a.staging_budget) + " B is smaller than one element (" +
                to_string(elem) + " B)";
@@ -85,6 +88,7 @@ std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
     int64_t src_n = 0, tgt_n = 0;
     if (has_src) shard_numel(a.source.ndim, a.source.shape, &src_n);
     if (has_tgt) shard_numel(a.target.ndim, a.target.shape, &tgt_n);
+    // AFF-REFUSE-BEFORE-WRITE: source and target overlapping.
     if (src_n > 0 && tgt_n > 0 && overlap(a.source, a.target, elem)) return "source and target buffers overlap";
 
     w.me = g.my_index;
@@ -101,6 +105,7 @@ std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
         if (s.ndim < 0 || s.ndim > XMC_MAX_DIMS) return name + " has " + to_string(s.ndim) + " dims";
         int64_t volume = 0;
         if (!shard_numel(s.ndim, s.extents, &volume)) return name + " has a negative or too large extent";
+        // AFF-GROUP: a segment's ranks are looked up among the group's labels.
         int src = -1, tgt = -1;  // positions of its ranks in the group
         for (int k = 0; k < g.size; ++k) {
             if (g.ranks[k] == s.src_rank) src = k;
@@ -110,6 +115,7 @@ std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
             return name + " names rank " + to_string(src < 0 ? s.src_rank : s.tgt_rank) + ", not in the group";
         if (src != w.me && tgt != w.me) continue;
         ++w.segments;
+        // AFF-REFUSE-BEFORE-WRITE: a missing binding (no source or no target).
         if (src == w.me && !has_src) return name + " reads rank " + to_string(my_label) + ", which has no source buffer";
         if (tgt == w.me && !has_tgt) return name + " writes rank " + to_string(my_label) + ", which has no target buffer";
         if (tgt == w.me && __builtin_add_overflow(written, volume, &written)) return name + " overflows the target";
@@ -133,11 +139,14 @@ std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
             w.in_bytes[size_t(src)] += bytes;
         }
     }
+    // AFF-REFUSE-BEFORE-WRITE: refused, so a declared target is never silently left unwritten (a rank
+    // whose target map had no pieces).
     // A declared target must be written whole (a shard the plan never writes is a mismatch).
     if (has_tgt && written != tgt_n)
         return "the plan writes " + to_string(written) + " elements of this rank's target shard of " +
                to_string(tgt_n);
 
+    // AFF-STAGING: per peer direction, min(budget, bytes to that peer).
     for (int p = 0; p < g.size; ++p)
         w.chunk = std::max({w.chunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
                             std::min(a.staging_budget, w.in_bytes[size_t(p)])});
@@ -199,6 +208,7 @@ bool reach(const xmc_shard_buffer &b, int64_t *lo, int64_t *hi) {
     return true;
 }
 
+// AFF-EXEC-EXACT: a segment's box on the buffer's own strides and offset.
 std::string place(const xmc_segment &s, int64_t offset, const int64_t *strides, const xmc_shard_buffer &b,
                   View *v) {
     if (b.ndim != s.ndim) return "has " + to_string(s.ndim) + " dims, the buffer " + to_string(b.ndim);
@@ -365,6 +375,8 @@ struct Direction {
     }
 
     void account(size_t chunk) {
+        // AFF-ACCOUNT: bytes as they cross, each chunk once, the last one short;
+        // AFF-STAGING: one round per message; the peak of what went through staging.
         left -= chunk;
         (incoming ? st.bytes_received : st.bytes_sent) += chunk;
         st.rounds += 1;
@@ -390,6 +402,7 @@ struct Direction {
 xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t tag, xmc_transfer_stats &st,
                          Stager &sg) {
     Direction out(a, w, p, tag, st, sg, false), in(a, w, p, tag, st, sg, true);
+    // AFF-NO-HANG: one end sends while the other receives: blocking sends cannot deadlock.
     const bool lower = w.me < p;
     xmc_status s = XMC_OK;
     while (s == XMC_OK && !(out.done() && in.done())) {
@@ -407,6 +420,7 @@ xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t ta
     return s;
 }
 
+// AFF-AGREE: plan, element size, budget and group: ranks differing in any of them all refuse.
 uint64_t transfer_digest(const xmc_transfer_args &a) {
     Fnv f;
     f.word(0x786d632d78667231ull);  // "xmc-xfr1": format tag
@@ -446,6 +460,7 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
     if (g->timeout_ms == 0)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall,
                         "%s: group timeout_ms is 0; a transfer must be bounded (AFF-NO-HANG)", kCall);
+    // AFF-GROUP: ranks are the group's own labels, whatever world it came from.
     for (int i = 0; i < g->size; ++i)
         for (int j = -1; j < i; ++j)  // j == -1: the label itself (a group of one has no pair)
             if (g->ranks[i] < 0 || (j >= 0 && g->ranks[i] == g->ranks[j]))
@@ -461,6 +476,7 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         Work w;
         const std::string why = check_request(*args, w, ex);
 
+        // AFF-AGREE, AFF-REFUSE-BEFORE-WRITE: all ranks vote, refused or not, before any writes.
         // Step 3: agreement. The nonces make this call's message tags differ from any earlier call's.
         TransferVote mine{};
         mine.digest = transfer_digest(*args);
@@ -486,6 +502,7 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
                 return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
                                 "%s: refused: the rank at group position %d believes it is at position %d", kCall, k,
                                 v.index);
+            // AFF-AGREE: a rank whose request differs makes every rank refuse.
             if (v.digest != votes[0].digest)
                 return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
                                 "%s: refused: rank %d's request differs from rank %d's (plan, element size, budget "
@@ -495,12 +512,14 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
 
         // Step 4. Tags: the call's id in the high half, the chunk number in the low half.
         s = ex.move(*args, w, call.h << 32, *stats);
+        // AFF-ACCOUNT: the segments this rank read or wrote.
         stats->segments = w.segments;
         // A backend's own failure (a driver call, not the transport) keeps its detail and code.
         xmc_error_info own{};
         const bool backend_failed = s != XMC_OK && s != XMC_ERR_TIMEOUT && s != XMC_ERR_PEER_FAILED;
         if (backend_failed) be::last_error(inst, &own);
 
+        // AFF-NO-HANG: a failure on one rank reaches every rank, in a bounded vote.
         // Step 5: every rank learns whether every rank succeeded.
         TransferVote done{};
         done.digest = mine.digest;

@@ -38,6 +38,8 @@ CUDA_MEMCPY2D slice_2d(const xmc_copy_desc &d, size_t z) {
     c.dstXInBytes = d.dst.x_bytes;
     c.dstY = d.dst.y;
     c.dstPitch = d.dst.pitch;
+    // COPY-STRIDED: the described width, never the whole pitch (which
+    // overwrites the padding between the destination's rows).
     c.WidthInBytes = d.width_bytes;
     c.Height = d.height;
     return c;
@@ -54,6 +56,7 @@ CUDA_MEMCPY3D whole_3d(const xmc_copy_desc &d) {
     c.srcY = d.src.y;
     c.srcZ = d.src.z;
     c.srcPitch = d.src.pitch;
+    // COPY-STRIDED: slices counted in rows, as cuMemcpy3D takes them.
     c.srcHeight = d.src.slice_pitch / d.src.pitch;
     c.dstXInBytes = d.dst.x_bytes;
     c.dstY = d.dst.y;

@@ -32,6 +32,7 @@ void load(Driver &d) {
     const char *env = std::getenv("XMC_CUDA_DRIVER");
     d.library = env && *env ? env : "libcuda.so.1";
     void *lib = dlopen(d.library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // REG-UNAVAILABLE: no driver library: not usable, the reason kept.
     if (!lib) {
         const char *err = dlerror();
         d.why = "no CUDA driver: dlopen(" + d.library + ") failed: " + (err ? err : "unknown error");
@@ -104,6 +105,7 @@ CUresult Driver::context_for(const CUuuid &uuid, CUcontext *out, int32_t *index)
     std::lock_guard<std::mutex> lock(mu);
     for (size_t i = 0; i < devices.size(); ++i) {
         Device &dev = devices[i];
+        // REG-UUID: matched by UUID, never by position.
         if (std::memcmp(dev.uuid.bytes, uuid.bytes, sizeof uuid.bytes) != 0) continue;
         if (!dev.ctx) {
             if (CUresult r = cuDevicePrimaryCtxRetain(&dev.ctx, dev.dev); r != CUDA_SUCCESS) {
@@ -158,6 +160,7 @@ xmc_status require(xmc_instance *inst, const char *call, const std::string &miss
 
 xmc_status check_device(xmc_instance *inst, int32_t device, const char *call) {
     const size_t n = Driver::get().devices.size();
+    // CORE-INSTANCE: an index outside [0, count), negative ones too.
     if (device < 0 || static_cast<size_t>(device) >= n)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, call, "%s: no device %d (the driver has %zu)", call, device, n);
     return XMC_OK;

@@ -16,6 +16,7 @@ using be::PinRegistry;
 // failed unregister keeps the block pinned and is reported by the free: the
 // device may still map the pages (REG-UNREG-FAIL's rule, for pinned blocks).
 static xmc_status unregister_block(const be::PinBlock &block, int64_t *native, char *why, size_t why_len) {
+    // PIN-AFTER-FREE: a registered block leaves the driver before munlock.
     if (block.device == XMC_NO_DEVICE) return XMC_OK;
     Driver &d = Driver::get();
     CUcontext ctx = nullptr;
@@ -46,6 +47,7 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     if (device != XMC_NO_DEVICE && (device < 0 || (d.usable && static_cast<size_t>(device) >= d.devices.size())))
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)",
                         device, d.devices.size());
+    // PIN-ALLOC, PIN-MEMLOCK, PIN-ACCOUNT: the shared registry's (pin_registry.cpp).
     be::PinBlock block;
     xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
     if (st != XMC_OK) return st;
@@ -53,12 +55,14 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     out->base = reinterpret_cast<void *>(block.base);
     out->size = block.size;
     if (device == XMC_NO_DEVICE) return XMC_OK;
+    // PIN-DEVICE: no driver or no registration entry points: lock-only, unsupported.
     if (!d.usable || !d.missing_register.empty()) {
         out->reg_status = XMC_ERR_UNSUPPORTED;  // lock-only, and it says so
         return XMC_OK;
     }
     CUcontext ctx = nullptr;
     CUresult native = CUDA_SUCCESS;
+    // PIN-DEVICE: a failed registration: lock-only, with its status and code.
     const xmc_status reg = driver_register(inst, "pin_alloc", out->base, block.size, device, &ctx, &native);
     if (reg != XMC_OK) {
         out->reg_status = reg;
@@ -70,6 +74,8 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     return XMC_OK;
 }
 
+// PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;
+// PIN-SHARED, PIN-THREADS: one registry for every instance, under one lock.
 xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
 
 xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {

@@ -59,14 +59,17 @@ xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, siz
                            CUcontext *ctx_out, CUresult *native) {
     Driver &d = Driver::get();
     CUcontext ctx = nullptr;
+    // REG-DEVICE, REG-UUID: device `index`'s own primary context, by UUID.
     *native = d.context_for(d.devices[static_cast<size_t>(index)].uuid, &ctx, nullptr);
     if (*native != CUDA_SUCCESS) return driver_fail(inst, *native, call, "cuDevicePrimaryCtxRetain");
     CtxScope scope(d, ctx);
     if ((*native = scope.result()) != CUDA_SUCCESS) return driver_fail(inst, *native, call, "cuCtxPushCurrent");
+    // REG-FAIL: a refused registration fails with the driver's code, untracked.
     if ((*native = d.cuMemHostRegister(addr, bytes, CU_MEMHOSTREGISTER_DEVICEMAP)) != CUDA_SUCCESS)
         return driver_fail(inst, *native, call, "cuMemHostRegister");
     CUdeviceptr dptr = 0;
     const CUresult got = d.cuMemHostGetDevicePointer(&dptr, addr, 0);
+    // REG-IDENTITY: the device pointer must be the host address, else undone.
     if (got != CUDA_SUCCESS || dptr != reinterpret_cast<CUdeviceptr>(addr)) {
         // Nothing stays registered: undo before refusing.
         const CUresult undo = d.cuMemHostUnregister(addr);
@@ -94,8 +97,10 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: unknown flags 0x%x (none are defined)", flags);
     Driver &d = Driver::get();
+    // REG-UNAVAILABLE: no driver, device or entry point: unsupported, never a crash.
     if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
     if (xmc_status st = check_device(inst, device, "reg_register"); st != XMC_OK) return st;
+    // REG-ALIGN: policy refuse, as reg_align_policy declares.
     if (a % page != 0 || bytes % page != 0)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: [%p, +%zu) is not page-aligned (%zu); the alignment policy is refuse", addr,
@@ -105,6 +110,8 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
                         "reg_register: [%p, +%zu) wraps the address space", addr, bytes);
     RegRegistry &r = registry();
     std::lock_guard<std::mutex> lock(r.mu);  // held across the driver calls: no two overlapping ranges pass
+    // REG-DOUBLE: overlapping a tracked range is refused before the driver sees it;
+    // REG-THREADS: check and record under one lock.
     if (r.overlaps(a, bytes))
         return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "reg_register",
                         "reg_register: [%p, +%zu) overlaps a registered range", addr, bytes);
@@ -128,6 +135,7 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     RegRegistry &r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     const auto a = reinterpret_cast<uintptr_t>(base);
+    // REG-UNREG-BASE: exactly a recorded base; anything else changes nothing.
     auto it = r.ranges.find(a);
     if (it == r.ranges.end()) {
         const bool interior = r.containing(a) != r.ranges.end();
@@ -143,6 +151,7 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
         res = scope.result();
         if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
     }
+    // REG-UNREG-FAIL: a failed release is reported and the entry kept.
     // Never success over a driver failure: the caller would free pages the
     // device still maps. The entry stays, so a retry can remove it.
     if (res != CUDA_SUCCESS)

@@ -221,6 +221,7 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) 
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     CUresult r = scope.result();
+    // COPY-ORDER: events order work across streams.
     if (r == CUDA_SUCCESS) r = d.cuStreamWaitEvent(s.stream, e.event, 0);
     return r == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_wait_event", "cuStreamWaitEvent");
 }

@@ -129,6 +129,7 @@ public:
         CtxScope scope(d_, stream_.ctx);
         if (scope.result() != CUDA_SUCCESS) return fail(scope.result(), "cuCtxPushCurrent");
         xmc_status s = move_all(a, w, call_tag, st);
+        // AFF-NO-HANG: both streams drained before the vote, even after a failure.
         // Whatever happened, nothing this rank queued may still run once it votes.
         const CUresult r0 = side_ ? d_.cuStreamSynchronize(side_) : CUDA_SUCCESS;
         const CUresult r = d_.cuStreamSynchronize(stream_.stream);
@@ -229,6 +230,7 @@ private:
                row.dst % int64_t(kSubRow) == 0;
     }
 
+    // AFF-EXEC-EXACT: each box copied in place on both buffers' own strides (no temporary).
     // One box: s on sm (from its pointer), t on dm; as few driver calls as the strides allow.
     xmc_status copy_box(const Mem &dm, const Mem &sm, View s, View t, size_t elem) {
         transfer::simplify(s, &t);
@@ -346,6 +348,7 @@ private:
         // Peers in this process: pull their segments into this rank's target.
         for (int p = 0; p < g.size; ++p) {
             if (!direct[size_t(p)]) continue;
+            // AFF-ACCOUNT: a pulled segment is sent by its source rank, received by its target.
             st.bytes_sent += w.out_bytes[size_t(p)];  // the peer pulls them
             if (w.in[size_t(p)].empty()) continue;
             const PeerInfo &pi = info[size_t(p)];
@@ -372,6 +375,7 @@ private:
             if (p != w.me && !direct[size_t(p)])
                 chunk = std::max({chunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
                                   std::min(a.staging_budget, w.in_bytes[size_t(p)])});
+        // AFF-STAGING: pinned staging of min(budget, bytes) per direction, other processes only.
         if (chunk > 0) {  // two arenas: one chunk to send, one received
             xmc_pin_result pr{};
             const int32_t dev = stream_.device;
@@ -399,6 +403,8 @@ private:
 } // namespace
 
 xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) {
+    // AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG: the shared protocol
+    // (transfer_protocol.cpp) around CUDA memory.
     CudaExecutor ex(inst);
     return transfer::execute(inst, args, stats, ex);
 }

@@ -125,12 +125,14 @@ CUresult map_backing(Slot &s) {
     const CUmemAllocationProp prop = device_prop(s.device);
     CUmemGenericAllocationHandle h = 0;
     if (CUresult r = d.cuMemCreate(&h, s.size, &prop, 0); r != CUDA_SUCCESS) return r;
+    // VMM-STABLE: mapped at the slot's own reserved address, every time.
     CUresult r = d.cuMemMap(s.addr, s.size, 0, h, 0);
     if (r == CUDA_SUCCESS) {
         CUmemAccessDesc access;
         std::memset(&access, 0, sizeof access);
         access.location = prop.location;
         access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+        // VMM-CREATE: access granted to the slot's device, read/write.
         r = d.cuMemSetAccess(s.addr, s.size, &access, 1);
         if (r != CUDA_SUCCESS) d.cuMemUnmap(s.addr, s.size);
     }
@@ -147,6 +149,8 @@ CUresult unmap_backing(Slot &s) {
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     if (scope.result() != CUDA_SUCCESS) return scope.result();
+    // VMM-UNMAPPED-FAULTS: the range stays reserved, unmapped: an access faults;
+    // VMM-RELEASE-ORDER: released, the memory goes back to the device.
     if (CUresult r = d.cuMemUnmap(s.addr, s.size); r != CUDA_SUCCESS) return r;
     CUresult r = d.cuMemRelease(s.handle);
     s.handle = 0;
@@ -167,6 +171,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
 void run_release(Request &r) {
     for (const auto &s : r.slots) {
         if (CUresult res = unmap_backing(*s); res != CUDA_SUCCESS) {
+            // VMM-ASYNC-ERROR: the driver's code is the request's; slot stays mapped.
             record(r, res, "cuMemUnmap/cuMemRelease of a slot");
             s->release_status = r.status;
             s->release_native = res;
@@ -178,6 +183,7 @@ void run_release(Request &r) {
 void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     size_t mapped = 0;
     for (const auto &s : r->slots) {
+        // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
         if (s->handle) {  // its release failed: the slot was never unmapped
             r->record(s->release_status, s->release_native,
                       "the release this remap waited for failed; the slot still holds its old mapping");
@@ -190,6 +196,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         ++mapped;
     }
     if (r->status != XMC_OK) {
+        // VMM-ASYNC-ERROR: slots back to what the model says (slot_book.hpp).
         // Roll back every mapping this request made: none was adopted.
         for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
         be::remap_failed(*r, [](const Slot &s) { return s.handle != 0; });
@@ -243,6 +250,7 @@ void point_reached(Vmm &v, const Watched &w, CUresult res) {
     v.cv.notify_all();
 }
 
+// VMM-CALLBACK: stream points are seen here, never on a callback thread.
 // Notices stream points reached and copies finished. A plain thread (driver
 // calls are allowed here), polling every watched event so that none waits
 // behind another; while nothing finishes it backs off from 2 us to 100 us,
@@ -290,6 +298,7 @@ void watch_loop(Vmm *v) {
 
 void start_threads(xmc_instance *inst, Vmm &v) {
     if (!v.threads.empty()) return;
+    // VMM-SERIAL: vmm_workers workers (1: serial) and the watcher.
     for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
     v.threads.emplace_back(watch_loop, &v);
 }
@@ -313,6 +322,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     CUresult res = scope.result();
     CUevent ev = nullptr;
     if (res == CUDA_SUCCESS) res = d.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    // VMM-REMAP-COPY: the whole slot from its checked pinned source.
     if (res == CUDA_SUCCESS) res = d.cuMemcpyHtoDAsync(s.addr, r->srcs[i], s.size, st.stream);
     if (res == CUDA_SUCCESS) res = d.cuEventRecord(ev, st.stream);
     if (res != CUDA_SUCCESS) {
@@ -330,6 +340,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
 
 // ---- requests -------------------------------------------------------------------
 
+// VMM-STATE, VMM-BATCH, VMM-REMAP-COPY: the shared refusals (make_request).
 // Every refusal before any change, in the model's order (arguments, handles,
 // duplicates, sources, states), then the stream point.
 xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *handles, size_t n,
@@ -460,6 +471,8 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
         return driver_fail(inst, r, call, "cuMemGetAllocationGranularity");
     if (g == 0 || bytes > SIZE_MAX - g)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size %zu", bytes);
+    // VMM-CREATE: rounded up to the granularity, reserved aligned to it, then mapped
+    // with access granted (map_backing).
     s->size = (bytes + g - 1) / g * g;
     if (s->size > d.devices[static_cast<size_t>(device)].total)
         return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call,
@@ -512,6 +525,7 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     std::unique_lock<std::mutex> lock(v.mu);
     std::shared_ptr<Request> r = be::find_request(v, h);
     if (!r) return be::bad_request(inst, call, h);
+    // VMM-DEFERRED: once per slot, after the remap, into its own mapping.
     if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
     // A claim shows as launched: a stream told to wait meanwhile gets a wait
     // word for it (request_stream_wait).
@@ -607,6 +621,7 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     if (!r) return be::bad_request(inst, "request_destroy", h);
     be::forget_request(v, lock, h, *r);
     settle_words(v, *r);
+    // VMM-ADOPT: an adopted mapping is the slot's and stays.
     // Never adopted: the request's mapping goes with it.
     be::drop_unadopted(*r, [](Slot &s) { return unmap_backing(s) == CUDA_SUCCESS; });
     v.cv.notify_all();

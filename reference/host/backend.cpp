@@ -13,11 +13,13 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     // Every member of ABI version 1 must be there: a smaller struct_size would
     // make `options` a read past the caller's structure. Larger: a newer
     // caller, its extra members ignored.
+    // CORE-INSTANCE: refuses a NULL result and a struct too small for ABI 1.
     if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
         return XMC_ERR_INVALID_ARGUMENT;
     auto *in = new (std::nothrow) Instance();
     if (!in) return XMC_ERR_OUT_OF_MEMORY;
     in->vmm = vmm_create();
+    // CORE-INSTANCE: an unknown key or a bad value refuses the open.
     // "key=value;key=value": every key must be one of a primitive's options.
     std::string opts = params && params->options ? params->options : "";
     for (size_t at = 0; at < opts.size();) {
@@ -53,10 +55,12 @@ xmc_status device_count(xmc_instance *inst, int32_t *count) {
 
 xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_info", "device_info: NULL result");
+    // CORE-INSTANCE: any index but 0 is no device (the host has one).
     if (index != 0)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "device_info", "device_info: no device %d (the host has one)", index);
     *out = xmc_device_info{};
     out->index = 0;
+    // REG-UUID: the host's one device has one fixed UUID.
     std::memcpy(out->uuid, "xmc-host-device0", 16);
     std::strcpy(out->name, "host memory");
     return XMC_OK;

@@ -16,6 +16,7 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
     return enqueue(inst, s, "copy", [d] {
         auto *src = static_cast<const char *>(d.src.ptr);
         auto *dst = static_cast<char *>(d.dst.ptr);
+        // COPY-STRIDED: each described row, exactly width_bytes of it.
         for (size_t z = 0; z < d.depth; ++z)
             for (size_t y = 0; y < d.height; ++y)
                 std::memcpy(dst + (d.dst.z + z) * d.dst.slice_pitch + (d.dst.y + y) * d.dst.pitch + d.dst.x_bytes,

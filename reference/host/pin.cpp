@@ -11,10 +11,12 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
                      xmc_pin_result *out) {
     // Before anything is allocated: a block whose base cannot be returned would leak.
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
+    // PIN-DEVICE is not declared: a device is refused, never silently ignored.
     if (device != XMC_NO_DEVICE)
         return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
                         "pin_alloc: the host backend cannot register with device %d "
                         "(capability pin_register not declared)", device);
+    // PIN-ALLOC, PIN-MEMLOCK, PIN-ACCOUNT: the shared registry's (pin_registry.cpp).
     be::PinBlock block;
     xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
     if (st != XMC_OK) return st;
@@ -24,6 +26,8 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     return XMC_OK;
 }
 
+// PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;
+// PIN-SHARED, PIN-THREADS: one registry for every instance, under one lock.
 xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
 
 xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {

@@ -91,9 +91,11 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
     if (flags != 0)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: unknown flags 0x%x (none are defined)", flags);
+    // REG-DEVICE: the host's one device is 0; any other is no device.
     if (device != 0)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "reg_register",
                         "reg_register: no device %d (the host backend has device 0 only)", device);
+    // REG-ALIGN: policy refuse: an unaligned address or size is invalid.
     if (a % page != 0 || bytes % page != 0)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: [%p, +%zu) is not page-aligned (%zu); the alignment policy is refuse",
@@ -102,8 +104,10 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: [%p, +%zu) wraps the address space", addr, bytes);
     RegRegistry &r = registry();
+    // REG-THREADS: one lock over the overlap check and the change.
     // Held across mlock: two overlapping registrations cannot both pass the check.
     std::lock_guard<std::mutex> lock(r.mu);
+    // REG-DOUBLE: overlapping a registered range is refused, nothing locked.
     if (r.overlaps(a, bytes))
         return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "reg_register",
                         "reg_register: [%p, +%zu) overlaps a registered range", addr, bytes);
@@ -117,6 +121,7 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
     }
     if (mlock(addr, bytes) != 0) {
         const int err = errno;
+        // REG-FAIL: a refused mlock is undone and nothing is recorded.
         unlock_outside_pins(a, bytes);  // mlock may have locked a part before failing
         struct rlimit lim{};
         getrlimit(RLIMIT_MEMLOCK, &lim);
@@ -128,6 +133,7 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
                         std::strerror(err));
     }
     r.ranges[a] = Registration{bytes, device};
+    // REG-IDENTITY: the device address is the host address itself.
     *out = xmc_reg_info{1, addr, bytes, device};
     return XMC_OK;
 }
@@ -136,6 +142,7 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     RegRegistry &r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     const auto a = reinterpret_cast<uintptr_t>(base);
+    // REG-UNREG-BASE: exactly a recorded base; anything else changes nothing.
     auto it = r.ranges.find(a);
     if (it == r.ranges.end()) {
         const bool interior = r.containing(a) != r.ranges.end();

@@ -28,6 +28,7 @@ struct Stream {
         for (;;) {
             cv.wait(lock, [&] { return stop || !queue.empty(); });
             if (queue.empty()) return;  // stop with nothing left: drained
+            // COPY-ORDER: one worker runs the operations in enqueue order.
             std::function<void()> op = std::move(queue.front());
             queue.pop_front();
             lock.unlock();  // an operation may block (a wait, a sleeping callback)
@@ -209,6 +210,7 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *handl
     uint64_t target = 0;
     {
         std::lock_guard<std::mutex> lock(e->mu);
+        // COPY-ORDER: the wait orders this stream after the record issued last.
         target = e->issued;  // the record most recently enqueued at this call
     }
     return enqueue(inst, s, "stream_wait_event", [e, target] {

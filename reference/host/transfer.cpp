@@ -48,6 +48,8 @@ using std::to_string;
 // Local copies at least this large run on a helper thread during the exchange.
 constexpr uint64_t kLocalThreadBytes = uint64_t{4} << 20;
 
+// AFF-EXEC-EXACT: in place, never through a temporary of the target's extent (which clobbers the
+// memory between a strided target's elements).
 // Copies a local segment in place, run by run (one memcpy per run when both sides are dense).
 void copy_local(View s, View t, const char *src, char *tgt, size_t elem) {
     simplify(s, &t);
@@ -90,6 +92,7 @@ public:
     }
 
     std::string prepare(const xmc_transfer_args &a, transfer::Work &w) override {
+        // AFF-STAGING: two arenas of Work::chunk, at most the budget each.
         if (t_arena.size < 2 * w.chunk) {  // one chunk to send, one received
             t_arena = Arena{};
             t_arena.data.reset(new (std::nothrow) char[size_t(2 * w.chunk)]);
@@ -114,6 +117,7 @@ public:
             local_bytes += uint64_t(volume) * a.elem_size;
             st.chunks += 1;
         }
+        // AFF-ACCOUNT: local segments are copied locally, never sent.
         st.bytes_copied_locally = local_bytes;
         auto copy_all = [&] {
             for (const auto &[s, t] : w.local) copy_local(s, t, src_, tgt_, a.elem_size);
@@ -157,6 +161,8 @@ private:
 uint64_t transfer_digest(const xmc_transfer_args &a) { return transfer::transfer_digest(a); }
 
 xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) {
+    // AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG: the shared protocol
+    // (transfer_protocol.cpp) around host memory.
     HostExecutor ex(inst);
     return transfer::execute(inst, args, stats, ex);
 }

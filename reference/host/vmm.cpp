@@ -86,6 +86,7 @@ int map_backing(Vmm &v, Slot &s, bool counted) {
     int err = fd < 0 ? errno : 0;
     if (!err && ftruncate(fd, static_cast<off_t>(s.size)) != 0) err = errno;
     if (!err && counted && ++v.maps == v.fail_map) err = ENOMEM;
+    // VMM-STABLE: MAP_FIXED at the slot's own address, never elsewhere.
     if (!err && mmap(reinterpret_cast<void *>(s.addr), s.size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd,
                      0) == MAP_FAILED)
         err = errno;
@@ -104,9 +105,12 @@ namespace {
 // with it: the mapping was its last user).
 int unmap_backing(Vmm &v, Slot &s, bool counted) {
     if (counted && ++v.unmaps == v.fail_unmap) return ENOMEM;
+    // VMM-UNMAPPED-FAULTS: PROT_NONE in one step: an access faults, and no other
+    // mapping can take the range.
     if (mmap(reinterpret_cast<void *>(s.addr), s.size, PROT_NONE,
              MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) == MAP_FAILED)
         return errno;
+    // VMM-RELEASE-ORDER: the memfd goes with its last mapping: memory returned.
     ::close(s.fd);
     s.fd = -1;
     give_device_memory(s.size);
@@ -128,6 +132,7 @@ xmc_status start_copy(xmc_instance *inst, const std::shared_ptr<Request> &r, siz
 void run_release(Vmm &v, Request &r) {
     for (const auto &s : r.slots) {
         if (int err = unmap_backing(v, *s, true)) {
+            // VMM-ASYNC-ERROR: the request records errno; the slot stays mapped.
             r.record(XMC_ERR_DRIVER, err, errno_text("mmap(PROT_NONE)", *s, err));
             s->release_status = XMC_ERR_DRIVER;
             s->release_native = err;
@@ -139,6 +144,7 @@ void run_release(Vmm &v, Request &r) {
 void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     size_t mapped = 0;
     for (const auto &s : r->slots) {
+        // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
         if (s->fd >= 0) {  // its release failed: the slot was never unmapped
             r->record(s->release_status, s->release_native,
                       "the release this remap waited for failed; slot still holds its old mapping");
@@ -151,6 +157,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         ++mapped;
     }
     if (r->status != XMC_OK) {
+        // VMM-ASYNC-ERROR: slots back to what the model says (slot_book.hpp).
         // Roll back every mapping this request made: none was adopted.
         for (size_t i = 0; i < mapped; ++i) unmap_backing(v, *r->slots[i], false);
         be::remap_failed(*r, [](const Slot &s) { return s.fd >= 0; });
@@ -195,6 +202,7 @@ namespace {
 
 void start_workers(xmc_instance *inst, Vmm &v) {
     if (!v.threads.empty()) return;
+    // VMM-SERIAL: vmm_workers threads (1: serial), running ready requests only.
     for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(vmm_steps().worker, inst, &v);
 }
 
@@ -205,6 +213,7 @@ xmc_status start_copy(xmc_instance *inst, const std::shared_ptr<Request> &r, siz
     const void *src = r->srcs[i];
     std::shared_ptr<Vmm> vp = static_cast<Instance *>(inst)->vmm;
     xmc_status st = enqueue(inst, stream, call, [vp, r, s, src, i] {
+        // VMM-REMAP-COPY: the whole slot from its checked pinned source.
         std::memcpy(reinterpret_cast<void *>(s->addr), src, s->size);
         std::lock_guard<std::mutex> lock(vp->mu);
         r->copy_finished(i);
@@ -217,6 +226,7 @@ xmc_status start_copy(xmc_instance *inst, const std::shared_ptr<Request> &r, siz
 
 // ---- requests -------------------------------------------------------------
 
+// VMM-STATE, VMM-BATCH, VMM-REMAP-COPY: the shared refusals (make_request).
 // slot_release, slot_remap and their batches: every refusal before any change,
 // in the model's order (arguments, handles, duplicates, sources, states).
 xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *handles, size_t n,
@@ -229,6 +239,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     std::shared_ptr<Request> r;
     if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
     std::shared_ptr<Vmm> vp = static_cast<Instance *>(inst)->vmm;
+    // VMM-RELEASE-ORDER: a point on the caller's stream, after its prior work.
     if (xmc_status st = enqueue(inst, stream, call, [inst, vp, r] { vmm_steps().stream_point(inst, vp, r); });
         st != XMC_OK)
         return st;  // the stream: the one refusal known only now, before any change
@@ -253,6 +264,8 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
                         "slot_create: size %zu is 0 or overflows when rounded up to the granularity %zu", bytes,
                         kGranularity);
     auto s = std::make_shared<Slot>();
+    // VMM-CREATE: rounded up to the granularity, granule-aligned, then mapped
+    // read/write (the access grant).
     s->size = (bytes + kGranularity - 1) / kGranularity * kGranularity;
     // Reserve one granule more and trim, so the range is granule-aligned as
     // cuMemAddressReserve's is.
@@ -303,6 +316,7 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     std::unique_lock<std::mutex> lock(v.mu);
     std::shared_ptr<Request> r = be::find_request(v, h);
     if (!r) return be::bad_request(inst, call, h);
+    // VMM-DEFERRED: once per slot, after the remap, into its own mapping.
     if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
     // A claim shows as launched, so a stream told to wait meanwhile waits for it.
     if (xmc_status st = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Launched); st != XMC_OK) return st;
@@ -351,6 +365,7 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     std::shared_ptr<Request> r = be::find_request(v, h);
     if (!r) return be::bad_request(inst, "request_destroy", h);
     be::forget_request(v, lock, h, *r);
+    // VMM-ADOPT: an adopted mapping is the slot's and stays.
     // Never adopted: the request's mapping goes with it (kept, as the slot's
     // own, in the unlikely case the unmap fails).
     be::drop_unadopted(*r, [&](Slot &s) { return unmap_backing(v, s, false) == 0; });

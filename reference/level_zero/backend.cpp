@@ -18,6 +18,7 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     if (!out) return XMC_ERR_INVALID_ARGUMENT;
     // Every member of ABI version 1 must be there (a smaller struct_size would
     // make `options` a read past the caller's structure); larger is a newer caller.
+    // CORE-INSTANCE: refuses a NULL result and a struct too small for ABI 1.
     if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
         return XMC_ERR_INVALID_ARGUMENT;
     // "key=value;key=value": slots' vmm_workers is the only option.
@@ -40,6 +41,7 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     in->vmm = vmm_create();
     for (const auto &[k, v] : kvs) {
         xmc_status st = XMC_ERR_INVALID_ARGUMENT;
+        // CORE-INSTANCE: an unknown key or a bad value refuses the open.
         if (!vmm_option(in, k, v, &st) || st != XMC_OK) {
             delete in;
             return XMC_ERR_INVALID_ARGUMENT;  // unknown key or bad value
@@ -91,6 +93,7 @@ xmc_status device_count(xmc_instance *inst, int32_t *count) {
 xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_info", "device_info: NULL result");
     Driver &d = Driver::get();
+    // CORE-INSTANCE: no driver: no device, with the reason; else check_device.
     if (!d.usable)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "device_info", "device_info: no device %d: %s", index,
                         d.why.c_str());

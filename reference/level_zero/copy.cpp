@@ -54,6 +54,7 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *handl
         r = d.zeCommandListAppendMemoryCopy(s->list, at(c.dst, 0, 0, 0), at(c.src, 0, 0, 0), c.width_bytes, nullptr,
                                             0, nullptr);
     } else if (!region_fits(c)) {
+        // COPY-STRIDED: a field past 32 bits: row by row, width_bytes each.
         // Rows are enqueued in order on one list, so a failure part-way leaves
         // earlier rows queued: reported with the row that failed.
         for (size_t z = 0; z < c.depth && r == ZE_RESULT_SUCCESS; ++z)
@@ -68,6 +69,7 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *handl
         r = d.zeCommandListAppendMemoryCopyRegion(s->list, dst, &dr, static_cast<uint32_t>(c.dst.pitch), 0, src, &sr,
                                                   static_cast<uint32_t>(c.src.pitch), 0, nullptr, 0, nullptr);
     } else {
+        // COPY-STRIDED: origins and byte pitches as described, slices too.
         what = "zeCommandListAppendMemoryCopyRegion (3-D)";
         const ze_copy_region_t sr = region(c.src, c, true), dr = region(c.dst, c, true);
         r = d.zeCommandListAppendMemoryCopyRegion(s->list, c.dst.ptr, &dr, static_cast<uint32_t>(c.dst.pitch),

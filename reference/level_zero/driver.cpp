@@ -34,6 +34,7 @@ std::string result_text(ze_result_t r) {
     return b;
 }
 
+// REG-UNAVAILABLE: without the extension, registration is unsupported.
 bool lists_memmap(Driver &d, ze_driver_handle_t drv) {
     uint32_t n = 0;
     if (d.zeDriverGetExtensionProperties(drv, &n, nullptr) != ZE_RESULT_SUCCESS) return false;
@@ -139,6 +140,7 @@ void load(Driver &d) {
         d.why = "no device: the Level Zero drivers report none";
         return;
     }
+    // REG-UUID: device d is the same device whatever zeDeviceGet's order.
     // The xmc index is the rank in UUID order, whatever the enumeration order.
     std::sort(d.devices.begin(), d.devices.end(),
               [](const Device &a, const Device &b) { return std::memcmp(a.uuid, b.uuid, sizeof a.uuid) < 0; });
@@ -157,8 +159,10 @@ Driver &Driver::get() {
 ze_result_t Driver::context_for(const uint8_t uuid[16], ze_context_handle_t *out) {
     std::lock_guard<std::mutex> lock(mu);
     for (Device &dev : devices) {
+        // REG-UUID: matched by UUID, never by position.
         if (std::memcmp(dev.uuid, uuid, sizeof dev.uuid) != 0) continue;
         if (!dev.ctx) {
+            // REG-DEVICE: one context per device, never one shared by several.
             // This device alone: a registration in it is mapped for this device.
             ze_context_desc_t desc{ZE_STRUCTURE_TYPE_CONTEXT_DESC, nullptr, 0};
             ze_device_handle_t one = dev.handle;
@@ -242,6 +246,7 @@ xmc_status require(xmc_instance *inst, const char *call, const std::string &miss
 
 xmc_status check_device(xmc_instance *inst, int32_t device, const char *call) {
     const size_t n = Driver::get().devices.size();
+    // CORE-INSTANCE: an index outside [0, count), negative ones too.
     if (device < 0 || static_cast<size_t>(device) >= n)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, call, "%s: no device %d (the driver has %zu)", call, device, n);
     return XMC_OK;

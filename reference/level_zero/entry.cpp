@@ -6,6 +6,7 @@ extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t runner_abi_v
     static const xmc_backend table = [] {
         xmc_backend t{};
         xmc::ze::fill_table(t);
+        // CORE-INSTANCE: every entry point refuses a dead instance.
         xmc::be::guard_table(t);  // a NULL, closed or foreign instance: invalid_handle
         return t;
     }();

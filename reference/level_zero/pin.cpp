@@ -14,6 +14,8 @@ namespace xmc::ze {
 
 using be::PinRegistry;
 
+// PIN-AFTER-FREE: the registration leaves the driver before the pages unlock;
+// REG-UNREG-FAIL (pinned blocks): a failed zeMemFree keeps both.
 // Runs when the block's last reference goes, before munlock and free. A
 // failed zeMemFree keeps the block pinned and registered, and the free
 // reports it: success is never reported over a failed release (seed 000).
@@ -48,6 +50,7 @@ static xmc_status register_block(xmc_instance *inst, uintptr_t base, size_t size
                                  ze_result_t *native) {
     Driver &d = Driver::get();
     if (xmc_status st = require(inst, "pin_alloc", d.missing_register); st != XMC_OK) return st;
+    // PIN-DEVICE: no extension: lock-only, reported unsupported.
     if (!d.devices[static_cast<size_t>(device)].memmap)
         return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
                         "pin_alloc: the driver of device %d does not list the external-memmap extension", device);
@@ -78,6 +81,7 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     if (device != XMC_NO_DEVICE && (device < 0 || (d.usable && static_cast<size_t>(device) >= d.devices.size())))
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)",
                         device, d.devices.size());
+    // PIN-ALLOC, PIN-MEMLOCK, PIN-ACCOUNT: the shared registry's (pin_registry.cpp).
     be::PinBlock block;
     xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
     if (st != XMC_OK) return st;
@@ -86,6 +90,7 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     out->size = block.size;
     if (device == XMC_NO_DEVICE) return XMC_OK;
     ze_result_t native = ZE_RESULT_SUCCESS;
+    // PIN-DEVICE: a failed registration: lock-only, with its status and code.
     const xmc_status reg = register_block(inst, block.base, block.size, device, &native);
     if (reg != XMC_OK) {
         out->reg_status = reg;  // lock-only, and it says so
@@ -99,6 +104,8 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     return XMC_OK;
 }
 
+// PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;
+// PIN-SHARED, PIN-THREADS: one registry for every instance, under one lock.
 xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
 
 xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {

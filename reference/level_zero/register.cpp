@@ -51,12 +51,14 @@ xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t 
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: unknown flags 0x%x (none are defined)", flags);
     Driver &d = Driver::get();
+    // REG-UNAVAILABLE: no loader, device, entry point or extension: unsupported.
     if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
     if (xmc_status st = check_device(inst, device, "reg_register"); st != XMC_OK) return st;
     if (!d.devices[static_cast<size_t>(device)].memmap)
         return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "reg_register",
                         "reg_register: the driver of device %d does not list %s (zeDriverGetExtensionProperties)",
                         device, XMC_ZE_EXTERNAL_MEMMAP_SYSMEM_EXT_NAME);
+    // REG-ALIGN: policy refuse, as reg_align_policy declares.
     if (a % page != 0 || bytes % page != 0)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: [%p, +%zu) is not page-aligned (%zu); the alignment policy is refuse", addr,
@@ -76,11 +78,13 @@ xmc_status driver_register(xmc_instance *inst, const char *call, ze_context_hand
     void *mapped = nullptr;
     // Alignment 0: the driver's choice; the descriptor names the pages.
     *native = d.zeMemAllocHost(ctx, &desc, bytes, 0, &mapped);
+    // REG-FAIL: a refused zeMemAllocHost: the driver's code, nothing tracked.
     if (*native != ZE_RESULT_SUCCESS)
         return be::fail(inst, status_of(*native), *native, call,
                         "%s: zeMemAllocHost with %s refused [%p, +%zu) for device %d: %s (0x%x)", call,
                         XMC_ZE_EXTERNAL_MEMMAP_SYSMEM_EXT_NAME, addr, bytes, device, result_name(*native),
                         static_cast<unsigned>(*native));
+    // REG-IDENTITY: the pointer must be the host address itself, else undone.
     if (mapped != addr) {
         // Nothing stays registered: undo before refusing.
         const ze_result_t undo = d.zeMemFree(ctx, mapped);
@@ -100,10 +104,13 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
     const auto a = reinterpret_cast<uintptr_t>(addr);
     RegRegistry &r = registry();
     std::lock_guard<std::mutex> lock(r.mu);  // held across the driver calls: no two overlapping ranges pass
+    // REG-DOUBLE: overlapping a range or a registered pinned block is refused;
+    // REG-THREADS: check and record under one lock.
     if (r.overlaps(a, bytes))
         return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "reg_register",
                         "reg_register: [%p, +%zu) overlaps a registered range or a pinned block registered with a device",
                         addr, bytes);
+    // REG-DEVICE, REG-UUID: the context of this one device (ze.hpp says why).
     // The context of device `device` alone, found by its UUID.
     ze_context_handle_t ctx = nullptr;
     if (xmc_status st = device_context(inst, "reg_register", device, &ctx); st != XMC_OK) return st;
@@ -119,6 +126,7 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     RegRegistry &r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
     const auto a = reinterpret_cast<uintptr_t>(base);
+    // REG-UNREG-BASE: exactly a recorded base; anything else changes nothing.
     auto it = r.ranges.find(a);
     if (it == r.ranges.end() || it->second.pinned) {
         auto holder = r.containing(a);
@@ -130,6 +138,7 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     Driver &d = Driver::get();
     // Released in the context that registered it (REG-SAME-CONTEXT).
     const ze_result_t res = d.zeMemFree(it->second.ctx, base);
+    // REG-UNREG-FAIL: a failed zeMemFree is reported and the entry kept.
     // Never success over a driver failure: the caller would free pages the
     // device still maps. The entry stays, so a retry can remove it.
     if (res != ZE_RESULT_SUCCESS)

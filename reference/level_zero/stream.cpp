@@ -245,6 +245,7 @@ xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
     s->device = device;
     if (xmc_status st = device_context(inst, "stream_create", device, &s->ctx); st != XMC_OK) return st;
     Driver &d = Driver::get();
+    // COPY-ORDER: all of a stream's work goes to this one immediate list.
     // Ordinal 0: the first queue group, which copies (compute groups do too).
     ze_command_queue_desc_t qd{ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC, nullptr, 0, 0, 0,
                                ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS, ZE_COMMAND_QUEUE_PRIORITY_NORMAL};
@@ -374,6 +375,7 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) 
     if (!recorded(inst, *e)) return XMC_OK;  // nothing to wait for
     std::lock_guard<std::mutex> lock(s->append_mu);
     ze_event_handle_t ev = e->event;
+    // COPY-ORDER: events order work across streams: the list waits for the signal.
     ze_result_t r = Driver::get().zeCommandListAppendWaitOnEvents(s->list, 1, &ev);
     return r == ZE_RESULT_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_wait_event", "zeCommandListAppendWaitOnEvents");
 }

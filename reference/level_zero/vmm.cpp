@@ -97,6 +97,7 @@ ze_result_t map_backing(Slot &s) {
     ze_physical_mem_desc_t desc{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0, s.size};
     ze_physical_mem_handle_t h = nullptr;
     if (ze_result_t r = d.zePhysicalMemCreate(s.ctx, s.dev, &desc, &h); r != ZE_RESULT_SUCCESS) return r;
+    // VMM-STABLE, VMM-CREATE: mapped read/write at the slot's own address.
     const ze_result_t r = d.zeVirtualMemMap(s.ctx, reinterpret_cast<void *>(s.addr), s.size, h, 0,
                                             ZE_MEMORY_ACCESS_ATTRIBUTE_READWRITE);
     if (r != ZE_RESULT_SUCCESS) {
@@ -107,6 +108,7 @@ ze_result_t map_backing(Slot &s) {
     return ZE_RESULT_SUCCESS;
 }
 
+// VMM-ASYNC-ERROR: a failed release leaves the slot as it was.
 // Unmapped, then destroyed: the memory returns to the device. A failed unmap
 // leaves the slot mapped; after a failed destroy the same memory is mapped
 // back (its bytes intact), so a failed release leaves the slot as it was
@@ -115,6 +117,8 @@ ze_result_t map_backing(Slot &s) {
 ze_result_t unmap_backing(Slot &s) {
     Driver &d = Driver::get();
     void *p = reinterpret_cast<void *>(s.addr);
+    // VMM-UNMAPPED-FAULTS: the range stays reserved, unmapped: an access faults;
+    // VMM-RELEASE-ORDER: destroyed, the memory goes back to the device.
     if (ze_result_t r = d.zeVirtualMemUnmap(s.ctx, p, s.size); r != ZE_RESULT_SUCCESS) return r;
     const ze_result_t r = d.zePhysicalMemDestroy(s.ctx, s.phys);
     if (r != ZE_RESULT_SUCCESS &&
@@ -139,6 +143,7 @@ ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stre
     ze_result_t res = ZE_RESULT_SUCCESS;
     {
         std::lock_guard<std::mutex> lock(st.append_mu);
+        // VMM-REMAP-COPY: the whole slot from its checked pinned source.
         res = d.zeCommandListAppendMemoryCopy(st.list, reinterpret_cast<void *>(s.addr), r->srcs[i], s.size,
                                               r->events[i], 0, nullptr);
     }
@@ -156,6 +161,7 @@ ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stre
 void run_release(Request &r) {
     for (const auto &s : r.slots) {
         if (ze_result_t res = unmap_backing(*s); res != ZE_RESULT_SUCCESS) {
+            // VMM-ASYNC-ERROR: the driver's code is the request's; slot stays mapped.
             record(r, res, "zeVirtualMemUnmap/zePhysicalMemDestroy of a slot");
             s->release_status = r.status;
             s->release_native = res;
@@ -168,6 +174,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     Driver &d = Driver::get();
     size_t mapped = 0;
     for (const auto &s : r->slots) {
+        // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
         if (s->phys) {  // its release failed: the slot was never unmapped
             r->record(s->release_status, s->release_native,
                       "the release this remap waited for failed; the slot still holds its old mapping");
@@ -180,9 +187,11 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         ++mapped;
     }
     if (r->status != XMC_OK) {
+        // VMM-ASYNC-ERROR: slots back to what the model says (slot_book.hpp).
         // Roll back every mapping this request made: none was adopted.
         for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
         be::remap_failed(*r, [](const Slot &s) { return s.phys != nullptr; });
+        // VMM-EVENT-WAIT: a consumer of a copy that will never run is released.
         for (ze_event_handle_t ev : r->events) d.zeEventHostSignal(ev);  // no copy will: consumers go on
     } else if (!r->defer) {
         std::shared_ptr<Stream> st = find_stream(inst, r->stream);
@@ -246,6 +255,7 @@ void completion_loop(Vmm *v) {
 void start_threads(xmc_instance *inst, Vmm &v) {
     if (!v.threads.empty()) return;
     v.stop = false;
+    // VMM-SERIAL: vmm_workers workers (1: serial) and the completion thread.
     for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
     v.threads.emplace_back(completion_loop, &v);
 }
@@ -308,6 +318,7 @@ xmc_status bad_stream(xmc_instance *inst, const char *call, xmc_stream *h) {
                     static_cast<void *>(h));
 }
 
+// VMM-STATE, VMM-BATCH, VMM-REMAP-COPY: the shared refusals (make_request).
 // Every refusal before any change, in the model's order (arguments, handles,
 // duplicates, sources, states), then the stream, the copies' events and the
 // stream point.
@@ -337,6 +348,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
             res != ZE_RESULT_SUCCESS)
             return driver_fail(inst, res, call, "zeEventPoolCreate/zeEventCreate");
     }
+    // VMM-RELEASE-ORDER: a host callback on the caller's stream, after its prior work.
     auto *pt = new (std::nothrow) Point{static_cast<Instance *>(inst)->vmm, r};
     xmc_status enq = pt ? enqueue_callback(inst, *st, on_stream_point, pt, call)
                         : be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: out of host memory", call);
@@ -397,6 +409,7 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
         return driver_fail(inst, r, call, "zeVirtualMemQueryPageSize");
     if (g == 0 || bytes > SIZE_MAX - g)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size %zu", bytes);
+    // VMM-CREATE: rounded up to the page size the driver gives for this size.
     s->size = (bytes + g - 1) / g * g;
     // The start is only a hint, which the specification lets be null, but the
     // Debian loader's validation layer (1.8.12) refuses a null one; so a
@@ -444,6 +457,7 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     std::unique_lock<std::mutex> lock(v.mu);
     std::shared_ptr<Request> r = be::find_request(v, h);
     if (!r) return be::bad_request(inst, call, h);
+    // VMM-DEFERRED: once per slot, after the remap, into its own mapping.
     if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
     std::shared_ptr<Stream> st = find_stream(inst, sh);
     if (!st) return bad_stream(inst, call, sh);
@@ -482,6 +496,7 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
     if (st->device != r->device)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
                         "%s: a stream of device %d for copies on device %d", call, st->device, r->device);
+    // VMM-EVENT-WAIT: the list waits on the copies' events, signalled or not yet.
     // The copies to wait for: all of a remap's own, issued or not (their
     // events exist from the start), or the deferred ones launched by now.
     std::vector<ze_event_handle_t> events;
@@ -517,6 +532,7 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     std::shared_ptr<Request> r = be::find_request(v, h);
     if (!r) return be::bad_request(inst, "request_destroy", h);
     be::forget_request(v, lock, h, *r);
+    // VMM-ADOPT: an adopted mapping is the slot's and stays.
     // Never adopted: the request's mapping goes with it (kept, as the slot's
     // own, if it is still mapped after a failed unmap).
     be::drop_unadopted(*r, [](Slot &s) {

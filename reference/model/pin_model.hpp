@@ -24,11 +24,16 @@ struct PinAddr {
 
 struct PinModelBlock {
     size_t bytes = 0;        // as asked; the real size is >= this
+    // PIN-AFTER-FREE: a block that is not live reports not pinned;
+    // PIN-ACCOUNT: and counts in no byte total.
     bool live = false;
     bool owner = false;      // the allocation's own reference (dropped by free)
     uint32_t refs = 0;       // references taken with ref
 };
 
+// PIN-THREADS: a thread's own blocks follow this machine alone; concurrency
+// adds no rule (the test gives each thread a model and checks the totals
+// between rounds).
 class PinModel {
 public:
     // PIN-ALLOC: n > 0 and a power-of-two alignment.

@@ -2,6 +2,7 @@
 
 namespace xmc::model {
 
+// REG-ALIGN: refuse records the range as asked; round widens it to pages.
 bool RegModel::recorded(size_t off, size_t n, size_t *base, size_t *size) const {
     if (policy == XMC_REG_ALIGN_REFUSE) {
         if (off % page || n % page) return false;
@@ -16,15 +17,20 @@ bool RegModel::recorded(size_t off, size_t n, size_t *base, size_t *size) const 
 
 xmc_status RegModel::reg(size_t off, size_t n, int32_t device) {
     if (n == 0) return XMC_ERR_INVALID_ARGUMENT;
+    // REG-DEVICE: every device in [0, devices) registers, not only the first.
     if (device < 0 || device >= devices) return XMC_ERR_NO_DEVICE;
     size_t base = 0, size = 0;
+    // REG-ALIGN: under refuse an unaligned range is an invalid argument.
     if (!recorded(off, n, &base, &size)) return XMC_ERR_INVALID_ARGUMENT;
+    // REG-DOUBLE: overlapping a recorded range is refused, nothing recorded.
     for (const auto &[b, r] : live)
         if (b < base + size && base < b + r.size) return XMC_ERR_ALREADY_REGISTERED;
     live[base] = Range{size, device};
     return XMC_OK;
 }
 
+// REG-UNREG-BASE: exactly a recorded base (the rounded one under round);
+// anything else is not registered and changes nothing.
 xmc_status RegModel::unreg(size_t off) { return live.erase(off) ? XMC_OK : XMC_ERR_NOT_REGISTERED; }
 
 long long RegModel::holder(size_t off) const {

@@ -11,6 +11,8 @@
 
 namespace xmc::model {
 
+// REG-THREADS: each thread's disjoint ranges follow this machine alone (the test
+// gives each thread its own model).
 struct RegModel {
     struct Range {
         size_t size = 0;

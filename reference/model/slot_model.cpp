@@ -19,6 +19,7 @@ bool SlotModel::holds_mapping_of(int s, int r) const {
 }
 
 xmc_status SlotModel::create(size_t bytes) {
+    // VMM-CREATE: any size but 0 makes a mapped slot (the backend rounds it).
     if (bytes == 0) return XMC_ERR_INVALID_ARGUMENT;
     slots_.push_back(ModelSlot{});
     return XMC_OK;
@@ -30,6 +31,7 @@ static xmc_status check_batch(const SlotModel &m, const std::vector<int> &slots)
     if (slots.empty()) return XMC_ERR_INVALID_ARGUMENT;
     for (int s : slots)
         if (!m.live_slot(s)) return XMC_ERR_INVALID_HANDLE;
+    // VMM-BATCH: a slot named twice: refused before any slot changes.
     if (std::set<int>(slots.begin(), slots.end()).size() != slots.size()) return XMC_ERR_DUPLICATE_IN_BATCH;
     return XMC_OK;
 }
@@ -39,6 +41,7 @@ xmc_status SlotModel::release(const std::vector<int> &slots) {
     for (int s : slots)
         if (slots_[s].state != SlotState::Mapped) return XMC_ERR_BUSY;  // VMM-STATE
     const int r = static_cast<int>(requests_.size());
+    // VMM-RELEASE-ORDER: pending until waited for; nothing readable meanwhile.
     requests_.push_back(ModelRequest{RequestKind::Release, false, slots, {}, {}});
     for (int s : slots) {
         ModelSlot &x = slots_[s];
@@ -59,6 +62,8 @@ xmc_status SlotModel::remap(const std::vector<int> &slots, const std::vector<Sou
     if (sources.size() != slots.size() || tags.size() != slots.size() || (flags & ~XMC_REMAP_DEFER_COPY))
         return XMC_ERR_INVALID_ARGUMENT;
     if (xmc_status st = check_batch(*this, slots); st != XMC_OK) return st;
+    // VMM-REMAP-COPY: a source other than a pinned base of >= the slot's size
+    // is refused, nothing changed.
     for (Source src : sources) {
         if (src == Source::Null || src == Source::Short) return XMC_ERR_INVALID_ARGUMENT;
         if (src != Source::Valid) return XMC_ERR_NOT_PINNED_BASE;
@@ -77,6 +82,8 @@ xmc_status SlotModel::remap(const std::vector<int> &slots, const std::vector<Sou
         x.state = SlotState::RemapPending;
         x.request = r;
         x.mapped_by = r;
+        // VMM-REMAP-COPY: the copy leaves the source's bytes;
+        // VMM-DEFERRED: a deferred one only once launched.
         x.incoming = defer ? kNoTag : tags[i];
         x.copy_in_flight = !defer;
         x.content = kNoTag;  // fresh memory: nothing promised until a copy lands
@@ -112,12 +119,14 @@ xmc_status SlotModel::wait(int r) {
     if (!live_request(r)) return XMC_ERR_INVALID_HANDLE;
     ModelRequest &q = requests_[r];
     q.worker_done = true;
+    // VMM-RELEASE-ORDER: once waited for, a release has taken effect.
     settle_copies(r);
     for (int s : q.slots)
         if (slots_[s].state == SlotState::ReleasePending && slots_[s].request == r) {
             slots_[s].state = SlotState::Released;
             slots_[s].request = -1;
         }
+    // VMM-ASYNC-ERROR: a worker's failure surfaces at the wait.
     return q.failed ? XMC_ERR_DRIVER : XMC_OK;
 }
 
@@ -127,6 +136,7 @@ xmc_status SlotModel::adopt(int r) {
     if (q.kind != RequestKind::Remap) return XMC_ERR_INVALID_ARGUMENT;
     if (q.adopted || q.failed) return XMC_ERR_BUSY;
     q.worker_done = true;  // adopt waits for the remap (not for its copies)
+    // VMM-ADOPT: the mapping is the slot's now; destroy no longer touches it.
     q.adopted = true;
     for (int s : q.slots)
         if (live_slot(s) && slots_[s].state == SlotState::RemapPending && slots_[s].request == r) {
@@ -140,6 +150,7 @@ xmc_status SlotModel::destroy(int r) {
     if (!live_request(r)) return XMC_ERR_INVALID_HANDLE;
     wait(r);  // destroy waits for the request's work first
     ModelRequest &q = requests_[r];
+    // VMM-ADOPT: only a mapping never adopted goes with its request.
     if (q.kind == RequestKind::Remap && !q.adopted && !q.failed)
         for (int s : q.slots)
             if (live_slot(s) && slots_[s].state == SlotState::RemapPending && slots_[s].request == r) {
@@ -155,6 +166,8 @@ xmc_status SlotModel::destroy(int r) {
 
 xmc_status SlotModel::stream_wait(int r) const {
     if (!live_request(r)) return XMC_ERR_INVALID_HANDLE;
+    // VMM-EVENT-WAIT: a stream may wait for a remap's copies at any time;
+    // after_copies says what it then reads.
     if (requests_[r].kind != RequestKind::Remap) return XMC_ERR_INVALID_ARGUMENT;  // no copies to wait for
     return XMC_OK;
 }
@@ -162,6 +175,7 @@ xmc_status SlotModel::stream_wait(int r) const {
 xmc_status SlotModel::close(int s) {
     if (!live_slot(s)) return XMC_ERR_INVALID_HANDLE;
     ModelSlot &x = slots_[s];
+    // VMM-CLOSE: closing a live slot succeeds; later calls on it are refused.
     x.state = SlotState::Closed;
     x.request = -1;
     x.mapped_by = -1;
@@ -174,6 +188,8 @@ void SlotModel::roll_back_remap(int r, int keep_mapped) {
     ModelRequest &q = requests_[r];
     q.failed = true;
     q.worker_done = true;
+    // VMM-ASYNC-ERROR: every mapping of a failed remap is rolled back; a slot
+    // whose release failed keeps its old one.
     q.launched.assign(q.slots.size(), false);  // copies start only after every slot is mapped
     for (int s : q.slots) {
         ModelSlot &x = slots_[s];
@@ -207,6 +223,7 @@ void SlotModel::fail(int r, uint32_t index) {
             continue;
         }
         if (x.state == SlotState::ReleasePending && x.request == r) {
+            // VMM-ASYNC-ERROR: a failed release leaves its slot mapped.
             x.state = SlotState::Mapped;  // the unmap failed: mapping and bytes stay
             x.request = -1;
             x.content = x.before;

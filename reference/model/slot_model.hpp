@@ -23,6 +23,8 @@
 
 namespace xmc::model {
 
+// VMM-STABLE: a slot keeps its creation index, and the address its backend gave it,
+// through every transition; only close ends it.
 enum class SlotState { Mapped, ReleasePending, Released, RemapPending, Closed };
 enum class RequestKind { Release, Remap };
 
@@ -89,9 +91,11 @@ public:
     // remap waiting on a failed release fails too and finds the slot mapped.
     void fail(int request, uint32_t index);
 
+    // VMM-UNMAPPED-FAULTS: a released slot is never accessible (access faults).
     // The test may read or write a slot's bytes: mapped, nothing in flight.
     bool accessible(int slot) const;
     void write(int slot, int tag);
+    // VMM-RELEASE-ORDER: a released slot holds no memory (free memory grows).
     // Physical memory a slot holds once pending work settles (for free-memory checks).
     bool holds_memory(int slot) const;
     // The tag a reader ordered after the request's copies sees in slot `index`

@@ -17,6 +17,7 @@ bool canonical_less(const Placed& a, const Placed& b) {
 
 }  // namespace
 
+// AFF-PLAN-DETERMINISTIC: one order, whatever the input's order of ranks and pieces.
 void sort_placed(std::vector<Placed>& placed) {
     if (!std::is_sorted(placed.begin(), placed.end(), canonical_less))
         std::sort(placed.begin(), placed.end(), canonical_less);
@@ -112,6 +113,7 @@ std::vector<Cell> source_cells(const std::vector<Placed>& src,
         c.holders.reserve(end - k);
         for (; k < end; ++k) {
             const std::size_t i = order[k];
+            // AFF-REPLICA: holders ascend by rank: a cell's lowest holder is its first.
             if (c.holders.empty() || c.holders.back().first != src[i].rank)  // a rank holds a box once
                 c.holders.emplace_back(src[i].rank, i);  // ranks ascend: `src` is sorted by rank
             cell_of[i] = cells.size();

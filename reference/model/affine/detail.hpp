@@ -72,6 +72,7 @@ bool is_empty(const Index& extents);                              // some extent
 int64_t numel(const Index& shape);                                 // affine::numel without a vector copy
 bool intersect(const Box& a, const Box& b, Box* out);             // true when a and b share an element
 
+// AFF-SCALAR: a 0-D box is one element, an empty box none.
 // Calls f(idx) for every multi-index 0 <= idx < ext in row-major order; once for 0-D, never if empty.
 template <class F>
 void for_each_index(const Index& ext, F&& f) {

@@ -173,6 +173,7 @@ std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::ve
         if (best < 0 || cost < best) best = cost, axis = d;
     }
     for (Item& it : items) {
+        // AFF-SCALAR: 0-D boxes take part like any other.
         // A 0-D box is the single element: every 0-D pair overlaps, so sweep a unit interval.
         it.start = ndim ? it.box->lo[axis] : 0;
         it.end = ndim ? it.box->lo[axis] + it.box->ext[axis] : 1;
@@ -227,6 +228,7 @@ std::string where(int rank, std::size_t piece) {
     return "rank " + std::to_string(rank) + " piece " + std::to_string(piece) + ": ";
 }
 
+// AFF-MAP-VALID: malformed maps, each refused with its own reason.
 // Malformed input: dims, sizes, vector lengths, rank labels, locations.
 std::optional<Refusal> validate_form(const Map& m) {
     const std::size_t n = m.shape.size();
@@ -318,6 +320,7 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
     for (const RankLayout& r : m.ranks) {
         const Index shard_shape = r.shard_shape;
         const int64_t shard_numel = numel(shard_shape);
+        // AFF-MAP-VALID: a rank that declares a shard but no pieces.
         if (shard_numel > 0 && r.pieces.empty())
             return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
                                                           to_string(r.shard_shape) + " but no pieces");
@@ -328,15 +331,18 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
             const Piece& p = r.pieces[i];
             const Index extents = p.extents;
             const auto w = [&] { return where(r.rank, i); };
+            // AFF-MAP-VALID: strides not row-major along an axis of extent above one.
             // Strides matter only along axes the piece walks (extent > 1).
             for (std::size_t d = 0; d < extents.size(); ++d)
                 if (extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != shard_strides[d]))
                     return refuse(Reason::NotRowMajor, w() + "strides on axis " + std::to_string(d) + " are not row-major");
+            // AFF-SCALAR: an empty piece is valid and places nothing.
             if (is_empty(extents)) {  // holds nothing: only its offsets must be sane
                 if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w() + "negative logical_offset");
                 if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w() + "negative shard_offset");
                 continue;
             }
+            // AFF-MAP-VALID: a piece that leaves the logical tensor or its shard.
             if (auto e = piece_box(p.logical_offset, extents, shape, total, Reason::PieceOutsideTensor,
                                    [&] { return w() + "logical "; }, &lb))
                 return e;
@@ -350,6 +356,7 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
             placed.push_back({r.rank, lb, sb.lo, &p.locations, &r.shard_shape});
             if (r.pieces.size() > 1) in_shard.push_back(sb);  // (a single piece overlaps nothing)
         }
+        // AFF-MAP-VALID: a rank's pieces must tile its shard exactly.
         // Exact tiling = no two pieces share a shard element, and together they cover all of it.
         // (A single piece overlaps nothing.)
         in_shard_boxes.clear();
@@ -365,6 +372,7 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
                                                 std::to_string(covered) + " of " + std::to_string(shard_numel) +
                                                 " shard elements");
     }
+    // AFF-MAP-VALID: pieces with different locations overlap.
     // Pieces that share a logical element must agree on who holds it.
     sort_placed(placed);
     std::vector<std::pair<std::size_t, std::size_t>> overlaps;  // pairs of placed pieces sharing an element
@@ -526,6 +534,7 @@ std::optional<Refusal> check_elem_size(const Map& map, std::size_t elem_size) {
 }
 }  // namespace
 
+// AFF-PLAN-EXACT: the oracle: what an executed plan must leave in each target shard.
 Result<Bytes> extract_shard(const Map& map, int rank, std::span<const uint8_t> full, std::size_t elem_size) {
     if (auto r = validate(map)) return *r;
     if (auto r = check_elem_size(map, elem_size)) return *r;

@@ -121,6 +121,7 @@ std::optional<Refusal> parts_to_copy(const Map& source, const Map& target, const
     std::vector<Cell> cells;
     if (auto r = validate_map(source, &src, &cells)) return refuse(r->reason, "source map: " + r->message);
     if (auto r = validate_map(target, &tgt, nullptr)) return refuse(r->reason, "target map: " + r->message);
+    // AFF-PLAN-REFUSE: different logical shapes, then a scale other than 1.
     if (source.shape != target.shape)
         return refuse(Reason::ShapeMismatch, "source shape " + to_string(source.shape) + " != target shape " +
                                                  to_string(target.shape));
@@ -155,15 +156,20 @@ std::optional<Refusal> parts_to_copy(const Map& source, const Map& target, const
             covered += numel(in.ext);
             parts.emplace_back(std::move(in), c);
         }
+        // AFF-PLAN-EXACT: the cells are disjoint: each target element is read once.
+        // AFF-PLAN-REFUSE: an element no source holds: refused, never a partial plan.
         if (covered != numel(T.logical.ext))
             return refuse(Reason::TargetNotHeld, "no source rank holds part of target rank " + std::to_string(T.rank) +
                                                      "'s logical box at " + to_string(T.logical.lo) + " extents " +
                                                      to_string(T.logical.ext));
+        // AFF-PLAN-DETERMINISTIC: parts sorted by corner, whatever the input order.
         // Parts in logical order, so that a selector is asked in a fixed order.
         auto by_corner = [](const auto& a, const auto& b) { return a.first.lo < b.first.lo; };
         if (!std::is_sorted(parts.begin(), parts.end(), by_corner)) std::sort(parts.begin(), parts.end(), by_corner);
         for (const auto& [box, c] : parts) {
             const auto& holders = cells[c].holders;
+            // AFF-REPLICA: the lowest holder, or the selector's pick (asked only when several ranks
+            // hold the part), which must be a holder.
             std::size_t pick = 0;  // the only holder, or by default the lowest (holders ascend by rank)
             if (holders.size() > 1 && selector) {
                 std::vector<int> candidates;
@@ -191,6 +197,7 @@ std::optional<Refusal> parts_to_copy(const Map& source, const Map& target, const
 }  // namespace
 
 Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, const ReplicaSelector& selector) {
+    // AFF-PLAN-REFUSE: dims and pieces over budget, each its own reason.
     // Budgets first: they bound the work everything below does.
     for (const Map* m : {&source, &target}) {
         const char* side = m == &source ? "source" : "target";
@@ -204,10 +211,12 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
     std::vector<Raw> raw;
     if (auto r = parts_to_copy(source, target, selector, &raw)) return *r;
     coalesce(raw);
+    // AFF-PLAN-REFUSE: segments over budget, after merging.
     if (raw.size() > budgets.max_segments)
         return refuse(Reason::SegmentsOverBudget, "plan needs " + std::to_string(raw.size()) +
                                                       " segments, budget " + std::to_string(budgets.max_segments));
 
+    // AFF-PLAN-DETERMINISTIC: canonical order: equal inputs, equal plans and digests.
     // The segments' offsets, put in canonical order (tgt_rank, tgt_offset, src_rank, src_offset,
     // extents) before the segments themselves, with their vectors, are made.
     struct Placement {
@@ -252,6 +261,8 @@ uint64_t plan_digest(const std::vector<int64_t>& shape, const std::vector<Segmen
     return f.h;
 }
 
+// AFF-AGREE: the model's digest of what ranks must agree on. The executors vote with transfer_digest
+// (reference/common/transfer_protocol.cpp), which adds the group.
 uint64_t agreement_digest(const Plan& plan, std::size_t elem_size, uint64_t budget) {
     Fnv f;
     f.word(0x786d632d61677231ull);  // "xmc-agr1"
@@ -298,7 +309,9 @@ void for_each_pair(const Segment& s, F&& f) {  // f(source element offset, targe
 }  // namespace
 
 std::optional<Refusal> execute_reference(const Plan& plan, const Shards& src, Shards& tgt, std::size_t elem_size) {
+    // AFF-EXEC-EXACT: the reference each executor must equal, bit for bit.
     if (elem_size == 0) return refuse(Reason::BadElementSize, "element size 0");
+    // AFF-REFUSE-BEFORE-WRITE: the reference, too, refuses before any write.
     // Check everything before the first write.
     for (std::size_t i = 0; i < plan.segments.size(); ++i) {
         const Segment& s = plan.segments[i];
@@ -324,6 +337,7 @@ std::optional<Refusal> execute_reference(const Plan& plan, const Shards& src, Sh
     return std::nullopt;
 }
 
+// AFF-PLAN-EXACT: each target element must be written exactly once.
 Result<std::map<int, std::vector<uint32_t>>> coverage_count(const Plan& plan, const Map& target) {
     std::map<int, std::vector<uint32_t>> counts;
     for (const RankLayout& r : target.ranks) counts[r.rank].assign(std::size_t(numel(r.shard_shape)), 0);
