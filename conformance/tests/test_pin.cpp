@@ -1,9 +1,12 @@
-// PIN-*: pinning (SPEC 5). The test bodies of the PIN requirements, run on
-// every selected backend: the fixed tests, the stateful properties against the
-// pinning model, and PIN-DEVICE's registration. Facts are read from the OS
-// (/proc/self/smaps, mallinfo2), never taken from the backend's word. The
-// fixtures are in the harness (pin_env.hpp, reg_env.hpp), the stateful
-// commands in pin_commands.hpp.
+// PIN-*: pinning (SPEC 5). Every test body of a PIN requirement, run on every
+// selected backend: the fixed tests, the hostile inputs (HostileTest), the
+// stateful properties against the pinning model, and PIN-DEVICE's
+// registration and fault sweep. Facts are read from the OS (/proc/self/smaps,
+// mallinfo2), never taken from the backend's word. The fixtures are in the
+// harness (pin_env.hpp, reg_env.hpp, hostile.hpp, fault_sweep.hpp), the
+// stateful commands in pin_commands.hpp.
+#include "fault_sweep.hpp"
+#include "hostile.hpp"
 #include "os_facts.hpp"
 #include "pin_commands.hpp"
 #include "pin_env.hpp"
@@ -62,6 +65,79 @@ TEST_P(PinTest, PIN_ALLOC_RefusesNonPowerOfTwoAlignment) {
     EXPECT_EQ(stats().blocks_now, baseline_.blocks_now);
 }
 
+TEST_P(HostileTest, PIN_ALLOC_HostileSizesRefusedWithNothingChanged) {
+    const size_t page = page_size();
+    xmc_pin_stats before = pins();  // refreshed where a block may raise the peak
+    xmc_pin_result r{};
+    struct Case { const char *what; size_t bytes; size_t alignment; };
+    const Case invalid[] = {
+        {"size 0", 0, 64},
+        {"size SIZE_MAX", SIZE_MAX, 64},
+        {"size overflowing when rounded up to a page", SIZE_MAX - page + 2, 64},
+        {"alignment 3", page, 3},
+        {"alignment 0", page, 0},
+        {"alignment page + 1", page, page + 1},
+        {"alignment SIZE_MAX", page, SIZE_MAX},
+        {"alignment 2^63 + 1", page, (size_t{1} << 63) + 1},
+    };
+    for (const Case &c : invalid) {
+        r = xmc_pin_result{};
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, c.bytes, c.alignment, XMC_NO_DEVICE, &r),
+                           "pin_alloc") << c.what;
+        EXPECT_EQ(r.base, nullptr) << c.what << ": a refusal returned a block";
+        EXPECT_TRUE(pins() == before) << c.what << ": a refusal changed pin_stats";
+    }
+    // A NULL result: refused before anything is allocated (the block could
+    // never be freed).
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, page, 64, XMC_NO_DEVICE, nullptr), "pin_alloc");
+    EXPECT_TRUE(pins() == before) << "pin_alloc with a NULL result leaked a block";
+    // Huge but representable: the memory is not there (or may not be locked).
+    r = xmc_pin_result{};
+    const xmc_status huge = api->pin_alloc(inst, size_t{1} << 50, 64, XMC_NO_DEVICE, &r);
+    EXPECT_TRUE(huge == XMC_ERR_OUT_OF_MEMORY || huge == XMC_ERR_MEMLOCK)
+        << "pin_alloc of 1 PiB: expected out_of_memory or memlock_limit, got " << xmc_status_string(huge) << " "
+        << last_error();
+    if (huge == XMC_OK) {
+        api->pin_free(inst, r.base);
+    } else {
+        EXPECT_TRUE(refused(huge, huge, "pin_alloc"));
+    }
+    EXPECT_TRUE(pins() == before) << "a refused 1 PiB pin_alloc changed pin_stats";
+    // A device that cannot exist: no_device where devices can be asked for,
+    // unsupported where the backend cannot register at all.
+    const xmc_status want = has(XMC_CAP_PIN_REGISTER) ? XMC_ERR_NO_DEVICE : XMC_ERR_UNSUPPORTED;
+    int32_t devices = 0;
+    ASSERT_EQ(api->device_count(inst, &devices), XMC_OK) << last_error();
+    for (int32_t dev : {kBadDevice, -7}) {
+        r = xmc_pin_result{};
+        if (dev >= 0 && devices == 0 && has(XMC_CAP_PIN_REGISTER)) {
+            // No driver: a device it cannot tell from one it cannot reach.
+            // Lock-only, and the result says so (PIN-DEVICE), or refused.
+            const xmc_status st = api->pin_alloc(inst, page, 64, dev, &r);
+            if (st == XMC_OK) {
+                EXPECT_NE(r.reg_status, XMC_OK) << "device " << dev << " registered with no device present";
+                EXPECT_EQ(api->pin_free(inst, r.base), XMC_OK) << last_error();
+                // Nothing left behind; the peak may have risen with the block.
+                const xmc_pin_stats now = pins();
+                EXPECT_TRUE(now.bytes_now == before.bytes_now && now.blocks_now == before.blocks_now)
+                    << "pin_alloc for device " << dev << " left a block behind";
+                before = now;
+            } else {
+                EXPECT_TRUE(refused(XMC_ERR_NO_DEVICE, st, "pin_alloc")) << "device " << dev;
+                EXPECT_TRUE(pins() == before) << "pin_alloc for device " << dev << " changed pin_stats";
+            }
+            continue;
+        }
+        XMC_EXPECT_REFUSED(want, api->pin_alloc(inst, page, 64, dev, &r), "pin_alloc") << "device " << dev;
+        EXPECT_TRUE(pins() == before) << "pin_alloc for device " << dev << " changed pin_stats";
+    }
+    expect_dead_instances_refused("pin_alloc", [&](xmc_instance *i) {
+        xmc_pin_result rr{};
+        return api->pin_alloc(i, page, 64, XMC_NO_DEVICE, &rr);
+    });
+    EXPECT_TRUE(pins() == before);
+}
+
 // ---- PIN-QUERY --------------------------------------------------------------
 
 TEST_P(PinTest, PIN_QUERY_EveryInteriorAddressReportsOwningBlock) {
@@ -95,6 +171,33 @@ TEST_P(PinTest, PIN_QUERY_RangeIsPinnedOnlyWhollyInsideOneBlock) {
 
 TEST_P(PinTest, PIN_QUERY_StatefulSequencesAgreeWithModel) {
     run_stateful<Alloc, FreeBase, Query, Query>(GetParam());
+}
+
+TEST_P(HostileTest, PIN_QUERY_HostileArgumentsAnsweredOrRefused) {
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r));
+    const xmc_pin_stats before = pins();
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_query(inst, r.base, 1, nullptr), "pin_query");
+    // Extents that wrap the address space or leave the block are answered "not pinned".
+    struct Case { const char *what; const void *addr; size_t len; };
+    const Case notpinned[] = {
+        {"NULL", nullptr, 0},
+        {"the last byte of the address space", never_issued<void>(UINTPTR_MAX), 1},
+        {"a base with length SIZE_MAX (wraps)", r.base, SIZE_MAX},
+        {"the top of the address space, wrapping", never_issued<void>(UINTPTR_MAX - 10), 100},
+        {"the block plus one byte", r.base, r.size + 1},
+    };
+    for (const Case &c : notpinned) {
+        xmc_pin_info q{1, never_issued<void>(1), 1};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, c.addr, c.len, &q)) << c.what;
+        EXPECT_EQ(q.pinned, 0) << c.what;
+    }
+    expect_dead_instances_refused("pin_query", [&](xmc_instance *i) {
+        xmc_pin_info q{};
+        return api->pin_query(i, r.base, 1, &q);
+    });
+    EXPECT_TRUE(pins() == before);
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
 }
 
 // ---- PIN-FREE ---------------------------------------------------------------
@@ -137,6 +240,36 @@ TEST_P(PinTest, PIN_FREE_RefusesSecondFree) {
     EXPECT_EQ(stats().blocks_now, after_first.blocks_now);
     EXPECT_EQ(query(keep.base).pinned, 1);
     api->pin_free(inst, keep.base);
+}
+
+TEST_P(HostileTest, PIN_FREE_HostileAddressesRefusedWithNothingChanged) {
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 64, XMC_NO_DEVICE, &r));
+    char *base = static_cast<char *>(r.base);
+    const xmc_pin_stats before = pins();
+    char local = 0;
+    const std::pair<const char *, void *> bad[] = {
+        {"NULL", nullptr},
+        {"address 1", never_issued<void>(1)},
+        {"the top of the address space", never_issued<void>(UINTPTR_MAX & ~uintptr_t{0xFFF})},
+        {"a stack address", &local},
+        {"base + 1 (misaligned interior)", base + 1},
+        {"base + one page", base + page_size()},
+        {"one past the end", base + r.size},
+    };
+    for (const auto &[what, addr] : bad) {
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_free(inst, addr), "pin_free") << what;
+        EXPECT_TRUE(pins() == before) << what << ": a refused free changed pin_stats";
+        xmc_pin_info q{};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, base, r.size, &q));
+        EXPECT_EQ(q.pinned, 1) << what << ": the block is no longer pinned after a refused free";
+    }
+    expect_dead_instances_refused("pin_free", [&](xmc_instance *i) { return api->pin_free(i, base); });
+    EXPECT_TRUE(pins() == before) << "pin_free through a dead instance freed the block";
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_free(inst, base));
+    const xmc_pin_stats after = pins();
+    XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_free(inst, base), "pin_free") << "second free";
+    EXPECT_TRUE(pins() == after) << "a second free changed pin_stats";
 }
 
 // ---- PIN-AFTER-FREE ---------------------------------------------------------
@@ -214,6 +347,14 @@ TEST_P(PinTest, PIN_ACCOUNT_NowIsSumOfLiveBlocksAndPeakIsHighWater) {
         EXPECT_EQ(stats().bytes_now, baseline_.bytes_now + sum) << "bytes pinned did not go down on free";
     }
     EXPECT_EQ(stats().bytes_peak, full.bytes_peak) << "peak must not drop";
+}
+
+TEST_P(HostileTest, PIN_ACCOUNT_StatsRefusesNullResultAndDeadInstances) {
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_stats(inst, nullptr), "pin_stats");
+    expect_dead_instances_refused("pin_stats", [&](xmc_instance *i) {
+        xmc_pin_stats s{};
+        return api->pin_stats(i, &s);
+    });
 }
 
 // ---- PIN-SHARED -------------------------------------------------------------
@@ -347,6 +488,30 @@ TEST_P(PinTest, PIN_REFS_ReleaseThroughRecordedBaseAfterPointerMoved) {
     EXPECT_EQ(stats().bytes_now, baseline_.bytes_now);
 }
 
+TEST_P(HostileTest, PIN_REFS_HostileAddressesRefusedWithNothingChanged) {
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r));
+    const xmc_pin_stats before = pins();
+    char local = 0;
+    for (const void *addr : {static_cast<const void *>(nullptr), static_cast<const void *>(&local),
+                             static_cast<const void *>(static_cast<char *>(r.base) + r.size),
+                             static_cast<const void *>(never_issued<void>(UINTPTR_MAX))}) {
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_ref(inst, addr), "pin_ref") << addr;
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_unref(inst, addr), "pin_unref") << addr;
+    }
+    // An unref with no reference taken would drop the owner's.
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_unref(inst, r.base), "pin_unref");
+    expect_dead_instances_refused("pin_ref", [&](xmc_instance *i) { return api->pin_ref(i, r.base); });
+    expect_dead_instances_refused("pin_unref", [&](xmc_instance *i) { return api->pin_unref(i, r.base); });
+    EXPECT_TRUE(pins() == before);
+    // The owner reference is intact: one free releases the block.
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+    xmc_pin_info q{};
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, r.base, 1, &q));
+    EXPECT_EQ(q.pinned, 0) << "refused refs left a reference behind";
+    XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_ref(inst, r.base), "pin_ref") << "after free";
+}
+
 // ---- PIN-DEVICE -------------------------------------------------------------
 
 TEST_P(PinDeviceTest, PIN_DEVICE_EveryDeviceRegistersItsBlockOrSaysWhy) {
@@ -436,8 +601,44 @@ TEST_P(PinDeviceTest, PIN_DEVICE_RefusesDeviceOutOfRangeAndChangesNothing) {
     EXPECT_EQ(stats().blocks_now, before.blocks_now);
 }
 
-XMC_INSTANTIATE_FOR_BACKENDS(PinTest);
-XMC_INSTANTIATE_FOR_BACKENDS(PinDeviceTest);
+// Pin with a device, then free, on every device (PIN-DEVICE).
+void pin_scenario(Run &r) {
+    const SweepEnv &env = r.env();
+    const size_t n = 3 * page_size();
+    for (int32_t d = 0; r.inst && d < env.devices; ++d) {
+        const std::string dev = " dev " + std::to_string(d);
+        r.step("pin_alloc" + dev);
+        xmc_pin_result res{};
+        const xmc_status st = r.api->pin_alloc(r.inst, n, 64, d, &res);
+        if (!r.ok(st, "pin_alloc")) {
+            r.problem("PIN-DEVICE: when registration fails the allocation still succeeds, lock-only");
+            continue;
+        }
+        if (!res.registered) {
+            // Lock-only, never silently: the reason and the driver's code.
+            r.reported_in_result(res.reg_status, res.reg_native_code, "pin_alloc's lock-only result");
+            r.check_nothing_but_contexts("the failed registration");
+        }
+        r.check(r.pinned(res.base, res.size), "the block is not reported pinned");
+        // Under a sanitizer mlock is a no-op (mlock_ignored_reason): the lock
+        // state is unobservable there, and the rest of the sweep still runs.
+        if (!mlock_ignored_reason())
+            r.check(lock_state(res.base, res.size).all_locked, "the block's pages are not locked");
+        r.step("pin_free" + dev);
+        if (!r.ok(r.api->pin_free(r.inst, res.base), "pin_free")) {
+            // The driver still maps it: the block stays, and a retry frees it.
+            r.check(r.pinned(res.base, res.size), "a block whose driver release failed is gone");
+            r.must_succeed(r.api->pin_free(r.inst, res.base), "pin_free", "the retry after a failed release");
+        }
+        r.check(!r.pinned(res.base, 1), "still pinned after pin_free");
+    }
+    r.close();
+}
+const Scenario kPin{"pin", pin_scenario};
+
+TEST_P(FaultSweep, PIN_DEVICE_FaultSweepDegradesWithTheCodeAndLeavesNothing) {
+    sweep(kPin, {"pin_alloc", "pin_free"});
+}
 
 } // namespace
 } // namespace xmc::conformance

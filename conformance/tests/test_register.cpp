@@ -1,12 +1,15 @@
-// REG-*: registration of existing host memory (SPEC 5). The test bodies of
-// the REG requirements, run on every selected backend: the fixed tests and the
-// stateful properties against the registration model.
+// REG-*: registration of existing host memory (SPEC 5). Every test body of a
+// REG requirement, run on every selected backend: the fixed tests, the
+// hostile inputs (HostileRegTest), the fault sweeps of REG-FAIL and
+// REG-UNREG-FAIL, and the stateful properties against the registration model.
 // Registered memory comes from mmap, so its pages belong to the test alone.
 // Where a requirement needs the driver to misbehave, the fault hook
 // (driver_control.hpp) injects it; a backend without one skips those tests
-// with a declared reason. The fixtures are in the harness (reg_env.hpp), the
-// stateful commands in reg_commands.hpp.
+// with a declared reason. The fixtures are in the harness (reg_env.hpp,
+// hostile.hpp, fault_sweep.hpp), the stateful commands in reg_commands.hpp.
 #include "driver_control.hpp"
+#include "fault_sweep.hpp"
+#include "hostile.hpp"
 #include "os_facts.hpp"
 #include "reg_commands.hpp"
 #include "reg_env.hpp"
@@ -211,9 +214,75 @@ TEST_P(RegTest, REG_UNREG_BASE_RefusesAnythingButTheRecordedBase) {
     XMC_EXPECT_STATUS(XMC_OK, reg(p, 4 * pg, 0));
 }
 
+TEST_P(HostileRegTest, REG_UNREG_BASE_HostileBasesRefusedRegistrationKept) {
+    const size_t page = page_size();
+    char *mem = pages(4);
+    ASSERT_NE(mem, nullptr);
+    xmc_reg_info reg{};
+    XMC_ASSERT_STATUS(XMC_OK, api->reg_register(inst, mem, 2 * page, 0, 0, &reg));
+    const xmc_reg_info before = query(mem);
+    ASSERT_EQ(before.registered, 1);
+    char local = 0;
+    const std::pair<const char *, void *> bad[] = {
+        {"NULL", nullptr},
+        {"a stack address", &local},
+        {"base + 1", static_cast<char *>(reg.base) + 1},
+        {"interior page", static_cast<char *>(reg.base) + page},
+        {"one past the end", static_cast<char *>(reg.base) + reg.size},
+        {"the top of the address space", never_issued<void>(UINTPTR_MAX)},
+    };
+    for (const auto &[what, addr] : bad) {
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_REGISTERED, api->reg_unregister(inst, addr), "reg_unregister") << what;
+        EXPECT_TRUE(query(mem) == before) << what << ": a refused unregister changed the registration";
+    }
+    expect_dead_instances_refused("reg_unregister", [&](xmc_instance *i) { return api->reg_unregister(i, reg.base); });
+    EXPECT_TRUE(query(mem) == before) << "unregister through a dead instance removed the registration";
+    XMC_ASSERT_STATUS(XMC_OK, api->reg_unregister(inst, reg.base));
+    XMC_EXPECT_REFUSED(XMC_ERR_NOT_REGISTERED, api->reg_unregister(inst, reg.base), "reg_unregister")
+        << "second unregister";
+    EXPECT_EQ(query(mem).registered, 0);
+}
+
 TEST_P(RegTest, REG_UNREG_BASE_StatefulSequencesAgreeWithModel) {
     run_stateful<Register, Unregister, Unregister, Query>(GetParam(), api, inst, devices_);
 }
+
+// ---- the fault sweep of registration (REG-UNREG-FAIL, REG-FAIL) -------------
+
+// Register, query, unregister, on every device (REG-FAIL, REG-UNREG-FAIL).
+void register_scenario(Run &r) {
+    const SweepEnv &env = r.env();
+    const size_t n = 4 * page_size();
+    for (int32_t d = 0; r.inst && d < env.devices; ++d) {
+        char *p = env.page(8 * static_cast<size_t>(d));
+        const std::string dev = " dev " + std::to_string(d);
+        r.step("reg_register" + dev);
+        xmc_reg_info info{};
+        if (!r.ok(r.api->reg_register(r.inst, p, n, d, 0, &info), "reg_register")) {
+            // REG-FAIL: no tracking entry, and nothing in the driver but contexts.
+            r.check(r.reg_query(p).registered == 0, "a rejected registration is tracked");
+            r.check_nothing_but_contexts("the rejected registration");
+            continue;
+        }
+        r.check(info.registered == 1 && info.base == p && info.size == n && info.device == d,
+                "reg_register answered OK with a wrong result");
+        r.step("reg_query" + dev);
+        xmc_reg_info q = r.reg_query(p + 1);
+        r.check(q.registered == 1 && q.base == p && q.size == n && q.device == d,
+                "the registration made is not reported by reg_query");
+        r.step("reg_unregister" + dev);
+        if (!r.ok(r.api->reg_unregister(r.inst, p), "reg_unregister")) {
+            // REG-UNREG-FAIL: still tracked and queryable; a retry removes it.
+            q = r.reg_query(p + 1);
+            r.check(q.registered == 1 && q.base == p && q.size == n,
+                    "after a failed unregister the registration is no longer tracked (the device may still map it)");
+            r.must_succeed(r.api->reg_unregister(r.inst, p), "reg_unregister", "the retry after a failed release");
+        }
+        r.check(r.reg_query(p).registered == 0, "still registered after unregister");
+    }
+    r.close();
+}
+const Scenario kRegister{"register", register_scenario};
 
 // ---- REG-UNREG-FAIL ---------------------------------------------------------
 
@@ -237,6 +306,10 @@ TEST_P(RegTest, REG_UNREG_FAIL_FailedReleaseIsReportedAndRegistrationKept) {
     XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, p));
     EXPECT_EQ(query(p).registered, 0);
     EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
+}
+
+TEST_P(FaultSweep, REG_UNREG_FAIL_FaultSweepOfUnregisterReportsAndKeeps) {
+    sweep(kRegister, {"reg_unregister"});
 }
 
 // ---- REG-FAIL ---------------------------------------------------------------
@@ -269,6 +342,49 @@ TEST_P(RegTest, REG_FAIL_UnmappedRangeIsRejectedAndLeavesNothing) {
     if (control_) {
         EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
     }
+}
+
+TEST_P(HostileRegTest, REG_FAIL_HostileArgumentsRefusedLeaveNothingBehind) {
+    const size_t page = page_size();
+    char *mem = pages(4);
+    ASSERT_NE(mem, nullptr);
+    const xmc_reg_info unreg = query(mem);
+    ASSERT_EQ(unreg.registered, 0);
+    const xmc_pin_stats pins_before = has(XMC_CAP_PIN) ? pins() : xmc_pin_stats{};
+    xmc_reg_info out{};
+    struct Case { const char *what; xmc_status want; void *addr; size_t bytes; int32_t device; uint32_t flags; };
+    const Case cases[] = {
+        {"NULL address", XMC_ERR_INVALID_ARGUMENT, nullptr, page, 0, 0},
+        {"size 0", XMC_ERR_INVALID_ARGUMENT, mem, 0, 0, 0},
+        {"unknown flags", XMC_ERR_INVALID_ARGUMENT, mem, page, 0, 0x80000000u},
+        {"device out of range", XMC_ERR_NO_DEVICE, mem, page, kBadDevice, 0},
+        {"negative device", XMC_ERR_NO_DEVICE, mem, page, -3, 0},
+    };
+    for (const Case &c : cases) {
+        out = xmc_reg_info{};
+        XMC_EXPECT_REFUSED(c.want, api->reg_register(inst, c.addr, c.bytes, c.device, c.flags, &out), "reg_register")
+            << c.what;
+        EXPECT_EQ(out.registered, 0) << c.what;
+        EXPECT_TRUE(query(mem) == unreg) << c.what << ": a refused registration left a range behind";
+    }
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_register(inst, mem, page, 0, 0, nullptr), "reg_register")
+        << "NULL result";
+    EXPECT_TRUE(query(mem) == unreg) << "a registration with a NULL result was kept";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_query(inst, mem, nullptr), "reg_query");
+    expect_dead_instances_refused("reg_register", [&](xmc_instance *i) {
+        xmc_reg_info o{};
+        return api->reg_register(i, mem, page, 0, 0, &o);
+    });
+    expect_dead_instances_refused("reg_query", [&](xmc_instance *i) {
+        xmc_reg_info o{};
+        return api->reg_query(i, mem, &o);
+    });
+    EXPECT_TRUE(query(mem) == unreg);
+    if (has(XMC_CAP_PIN)) { EXPECT_TRUE(pins() == pins_before) << "a refused registration changed pin_stats"; }
+}
+
+TEST_P(FaultSweep, REG_FAIL_FaultSweepOfRegisterLeavesNothingBehind) {
+    sweep(kRegister, {"reg_register"});
 }
 
 // ---- REG-SAME-CONTEXT -------------------------------------------------------
@@ -345,6 +461,36 @@ TEST_P(RegTest, REG_ALIGN_RefusesNullZeroSizeUnknownFlagsAndWrap) {
     XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, reg(page(0), SIZE_MAX - page_size() + 1, 0), "reg_register");
     XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_query(inst, page(0), nullptr), "reg_query");
     EXPECT_EQ(query(page(0)).registered, 0);
+}
+
+TEST_P(HostileRegTest, REG_ALIGN_MisalignedAndOverflowingRangesRefused) {
+    const size_t page = page_size();
+    char *mem = pages(4);
+    ASSERT_NE(mem, nullptr);
+    const xmc_reg_info unreg = query(mem);
+    // Whatever the policy: a range that wraps the address space, or whose
+    // rounding out to pages would, is invalid.
+    struct Case { const char *what; void *addr; size_t bytes; };
+    std::vector<Case> cases = {
+        {"size SIZE_MAX", mem, SIZE_MAX},
+        {"page-multiple size wrapping the address space", mem, SIZE_MAX - page + 1},
+        {"size overflowing when rounded up to a page", mem + 1, SIZE_MAX - page + 2},
+        {"range ending past the top of the address space", never_issued<void>(UINTPTR_MAX & ~uintptr_t(page - 1)),
+         2 * page},
+    };
+    if (api->reg_align_policy(inst) == XMC_REG_ALIGN_REFUSE) {
+        cases.push_back({"misaligned address", mem + 1, page});
+        cases.push_back({"misaligned size", mem, page + 1});
+        cases.push_back({"misaligned address and size", mem + 8, 8});
+    }
+    for (const Case &c : cases) {
+        xmc_reg_info out{};
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_register(inst, c.addr, c.bytes, 0, 0, &out),
+                           "reg_register")
+            << c.what;
+        EXPECT_EQ(out.registered, 0) << c.what;
+        EXPECT_TRUE(query(mem) == unreg) << c.what << ": a refused registration left a range behind";
+    }
 }
 
 // ---- REG-UNAVAILABLE --------------------------------------------------------
@@ -430,9 +576,6 @@ TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWit
     for (size_t off = 0; off < arena.bytes; off += page_size())
         EXPECT_EQ(query(arena.base + off).registered, 0) << "left registered at +" << off;
 }
-
-XMC_INSTANTIATE_FOR_BACKENDS(RegTest);
-XMC_INSTANTIATE_FOR_BACKENDS(RegUnavailable);
 
 } // namespace
 } // namespace xmc::conformance

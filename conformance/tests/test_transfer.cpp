@@ -1,9 +1,11 @@
 // AFF-EXEC-EXACT .. AFF-NO-HANG: the affine transfer executor (SPEC 5). Every test body of a
 // transfer requirement, run on every selected backend and on every rank of a world: the checks
-// (each a few lines, combined by the tests) and the fixed and random cases. Expected contents
-// come from the model's oracle (extract_shard of the full tensor). Traffic is recorded at the
-// transport. Nothing is taken on the backend's word. The buffers, the fixture and how a case runs on every rank:
+// (each a few lines, combined by the tests), the fixed and random cases, and the hostile
+// arguments of one call (HostileTest). Expected contents come from the model's oracle
+// (extract_shard of the full tensor). Traffic is recorded at the transport. Nothing is taken on
+// the backend's word. The buffers, the fixture and how a case runs on every rank:
 // transfer_env.hpp. This file is also compiled, alone, into `xmc_multirank`.
+#include "hostile.hpp"
 #include "transfer_env.hpp"
 #include "transport_world.hpp"
 
@@ -345,6 +347,116 @@ TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_MalformedGroupIsInvalidArgument) {
     }
 }
 
+// A group of one: every collective is a copy.
+int solo_send(void *, int32_t, const void *, size_t, uint64_t) { return XMC_ERR_INVALID_ARGUMENT; }
+int solo_recv(void *, int32_t, void *, size_t, uint64_t) { return XMC_ERR_INVALID_ARGUMENT; }
+int solo_all_gather(void *, const void *in, void *out, size_t bytes, uint32_t) {
+    std::memcpy(out, in, bytes);
+    return 0;
+}
+
+TEST_P(HostileTest, AFF_REFUSE_BEFORE_WRITE_HostileArgumentsRefusedNothingWritten) {
+    constexpr int64_t kN = 16;
+    std::vector<int32_t> src(kN), tgt(kN, -1);
+    for (int64_t i = 0; i < kN; ++i) src[size_t(i)] = int32_t(i);
+    const std::vector<int32_t> tgt_before = tgt;
+    xmc_segment seg{};
+    seg.src_rank = seg.tgt_rank = 0;
+    seg.ndim = 1;
+    seg.extents[0] = kN;
+    seg.src_strides[0] = seg.tgt_strides[0] = 1;
+    auto buffer = [&](void *p) {
+        xmc_shard_buffer b{};
+        b.ptr = p;
+        b.kind = XMC_MEM_HOST;
+        b.capacity = kN;
+        b.ndim = 1;
+        b.shape[0] = kN;
+        b.strides[0] = 1;
+        return b;
+    };
+    const int32_t ranks[] = {0};
+    const xmc_transport tp{nullptr, solo_send, solo_recv, solo_all_gather, "solo"};
+    const xmc_group group{0, 1, ranks, &tp, 5000};
+    xmc_transfer_args good{};
+    good.struct_size = sizeof good;
+    good.plan = xmc_plan_view{&seg, 1, 0};
+    good.source = buffer(src.data());
+    good.target = buffer(tgt.data());
+    good.elem_size = sizeof(int32_t);
+    good.staging_budget = 1 << 20;
+    good.group = &group;
+
+    xmc_transfer_stats stats{};
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->transfer_execute(inst, nullptr, &stats), "transfer_execute")
+        << "NULL args";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->transfer_execute(inst, &good, nullptr), "transfer_execute")
+        << "NULL stats";
+    const int32_t dup_ranks[] = {0, 0};
+    const int32_t neg_ranks[] = {-1};
+    const xmc_transport no_gather{nullptr, solo_send, solo_recv, nullptr, "no-gather"};
+    struct Case { const char *what; std::function<void(xmc_transfer_args &, xmc_group &)> edit; };
+    const Case cases[] = {
+        {"struct_size 0", [](xmc_transfer_args &a, xmc_group &) { a.struct_size = 0; }},
+        {"struct_size one byte short",
+         [](xmc_transfer_args &a, xmc_group &) { a.struct_size = sizeof(xmc_transfer_args) - 1; }},
+        {"struct_size of the first member only",
+         [](xmc_transfer_args &a, xmc_group &) { a.struct_size = sizeof(uint32_t); }},
+        {"NULL group", [](xmc_transfer_args &a, xmc_group &) { a.group = nullptr; }},
+        {"group size 0", [](xmc_transfer_args &, xmc_group &g) { g.size = 0; }},
+        {"group size -1", [](xmc_transfer_args &, xmc_group &g) { g.size = -1; }},
+        {"my_index -1", [](xmc_transfer_args &, xmc_group &g) { g.my_index = -1; }},
+        {"my_index == size", [](xmc_transfer_args &, xmc_group &g) { g.my_index = 1; }},
+        {"NULL ranks", [](xmc_transfer_args &, xmc_group &g) { g.ranks = nullptr; }},
+        {"negative rank label", [&](xmc_transfer_args &, xmc_group &g) { g.ranks = neg_ranks; }},
+        {"duplicate rank labels", [&](xmc_transfer_args &, xmc_group &g) { g.ranks = dup_ranks; g.size = 2; }},
+        {"NULL transport", [](xmc_transfer_args &, xmc_group &g) { g.transport = nullptr; }},
+        {"transport without all_gather", [&](xmc_transfer_args &, xmc_group &g) { g.transport = &no_gather; }},
+        {"timeout 0", [](xmc_transfer_args &, xmc_group &g) { g.timeout_ms = 0; }},
+    };
+    for (const Case &c : cases) {
+        xmc_transfer_args a = good;
+        xmc_group g = group;
+        a.group = &g;
+        c.edit(a, g);
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->transfer_execute(inst, &a, &stats), "transfer_execute")
+            << c.what;
+        EXPECT_TRUE(tgt == tgt_before) << c.what << ": a refused transfer wrote the target";
+    }
+    // Requests a group of one can agree on, but that are invalid: refused, nothing written.
+    const Case refused_cases[] = {
+        {"element size 0", [](xmc_transfer_args &a, xmc_group &) { a.elem_size = 0; }},
+        {"NULL plan with segments", [](xmc_transfer_args &a, xmc_group &) { a.plan.segments = nullptr; }},
+        {"target capacity too small", [](xmc_transfer_args &a, xmc_group &) { a.target.capacity = kN - 1; }},
+        {"segment extent past the source", [](xmc_transfer_args &a, xmc_group &) { a.source.shape[0] = kN / 2; }},
+        {"NULL target buffer", [](xmc_transfer_args &a, xmc_group &) { a.target.ptr = nullptr; }},
+        {"ndim above XMC_MAX_DIMS", [](xmc_transfer_args &a, xmc_group &) { a.target.ndim = XMC_MAX_DIMS + 1; }},
+    };
+    for (const Case &c : refused_cases) {
+        xmc_transfer_args a = good;
+        xmc_group g = group;
+        a.group = &g;
+        c.edit(a, g);
+        const xmc_status st = api->transfer_execute(inst, &a, &stats);
+        EXPECT_TRUE(st == XMC_ERR_REFUSED || st == XMC_ERR_INVALID_ARGUMENT)
+            << c.what << ": expected refused, got " << xmc_status_string(st) << " " << last_error();
+        if (st != XMC_OK) { EXPECT_TRUE(refused(st, st, "transfer_execute")) << c.what; }
+        EXPECT_TRUE(tgt == tgt_before) << c.what << ": a refused transfer wrote the target";
+    }
+    expect_dead_instances_refused("transfer_execute", [&](xmc_instance *i) {
+        return api->transfer_execute(i, &good, &stats);
+    });
+    EXPECT_TRUE(tgt == tgt_before);
+    // The good request is taken (where the backend has a device to run it on:
+    // a device backend without its driver refuses every transfer).
+    int32_t devices = 0;
+    const bool runs = api->device_count(inst, &devices) == XMC_OK && (devices > 0 || !has(XMC_CAP_STREAM));
+    if (runs) {
+        XMC_EXPECT_STATUS(XMC_OK, api->transfer_execute(inst, &good, &stats));
+        EXPECT_TRUE(tgt == src);
+    }
+}
+
 // ===================== AFF-AGREE =====================
 
 // World rank 1 runs another request than the others, valid on its own. All must refuse.
@@ -571,6 +683,9 @@ TEST_P(TransferTest, AFF_NO_HANG_SenderOfAChunkTheReceiverRefusesReturns) {
 
 
 XMC_INSTANTIATE_FOR_BACKENDS(TransferTest);
+// HostileTest is instantiated by xmc (suites.cpp); xmc_multirank, which
+// compiles this file alone, runs the TransferTest bodies only.
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HostileTest);
 
 } // namespace
 } // namespace xmc::conformance

@@ -1,10 +1,11 @@
 // VMM-*: fixed-address slots (SPEC 5). Every test body of a VMM requirement,
-// run on every selected backend: the fixed tests and the stateful
-// properties, whose oracle is the slot
+// run on every selected backend: the fixed tests, the hostile inputs
+// (HostileVmmTest) and the stateful properties, whose oracle is the slot
 // model (reference/model/slot_model.hpp). How slot bytes and memory facts
 // are observed, and how gates hold a stream: vmm_env.hpp; the stateful
 // commands: vmm_commands.hpp. Each requirement's property names its mix of
 // commands and the refusals it draws.
+#include "hostile.hpp"
 #include "slot_model.hpp"
 #include "vmm_commands.hpp"
 #include "vmm_env.hpp"
@@ -69,6 +70,39 @@ TEST_P(VmmTest, VMM_CREATE_RefusesZeroBytesUnknownDeviceAndNullResult) {
     EXPECT_TRUE(v.refused(XMC_ERR_INVALID_ARGUMENT, api->slot_create(v.inst, 0, 4096, nullptr, &info), "slot_create"));
     EXPECT_EQ(s, nullptr);
     EXPECT_EQ(v.free_memory(), free0) << "a refused create took device memory";
+}
+
+TEST_P(HostileVmmTest, VMM_CREATE_HostileSizesRefusedWithNothingChanged) {
+    const uint64_t free_before = free_memory();
+    xmc_slot *s = nullptr;
+    xmc_slot_info info{};
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_create(inst, 0, 4096, nullptr, &info), "slot_create");
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_create(inst, 0, 4096, &s, nullptr), "slot_create");
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->slot_create(inst, kBadDevice, 4096, &s, &info), "slot_create");
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->slot_create(inst, -1, 4096, &s, &info), "slot_create");
+    // Sizes that are 0 or overflow when rounded up to any granularity of at least a page.
+    for (size_t bytes : {size_t{0}, SIZE_MAX, SIZE_MAX - 4096 + 2})
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_create(inst, 0, bytes, &s, &info), "slot_create")
+            << "size " << bytes;
+    // Representable, but more than any device has.
+    XMC_EXPECT_REFUSED(XMC_ERR_OUT_OF_MEMORY, api->slot_create(inst, 0, size_t{1} << 50, &s, &info), "slot_create");
+    EXPECT_EQ(s, nullptr) << "a refused slot_create returned a slot";
+    EXPECT_EQ(free_memory(), free_before) << "a refused slot_create changed the device's free memory";
+    // device_free_memory itself.
+    uint64_t f = 0, t = 0;
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->device_free_memory(inst, 0, nullptr, &t), "device_free_memory");
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->device_free_memory(inst, 0, &f, nullptr), "device_free_memory");
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->device_free_memory(inst, kBadDevice, &f, &t), "device_free_memory");
+    expect_dead_instances_refused("slot_create", [&](xmc_instance *i) {
+        xmc_slot *x = nullptr;
+        xmc_slot_info xi{};
+        return api->slot_create(i, 0, 4096, &x, &xi);
+    });
+    expect_dead_instances_refused("device_free_memory", [&](xmc_instance *i) {
+        uint64_t a = 0, b = 0;
+        return api->device_free_memory(i, 0, &a, &b);
+    });
+    EXPECT_EQ(free_memory(), free_before);
 }
 
 // ---- VMM-STABLE -------------------------------------------------------------
@@ -264,6 +298,55 @@ TEST_P(VmmTest, VMM_REMAP_COPY_BatchWithOneInvalidSourceChangesNothing) {
     EXPECT_TRUE(holds(v.read(b.info), 52));
 }
 
+TEST_P(HostileVmmTest, VMM_REMAP_COPY_HostileSourcesRefusedWithNothingChanged) {
+    xmc_slot_info si{};
+    xmc_slot *s = slot(4096, &si);
+    ASSERT_NE(s, nullptr);
+    xmc_request *rel = nullptr;
+    XMC_ASSERT_STATUS(XMC_OK, api->slot_release(inst, s, stream_, &rel));
+    requests_.push_back(rel);
+    XMC_ASSERT_STATUS(XMC_OK, api->request_wait(inst, rel, kWaitMs));
+    xmc_pin_result src{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, si.size + page_size(), 64, XMC_NO_DEVICE, &src));
+    const uint64_t free_before = free_memory();
+    const xmc_pin_stats pins_before = pins();
+    std::vector<char> pageable(si.size);
+    char *interior = static_cast<char *>(src.base) + page_size();
+    struct Case { const char *what; xmc_status want; const void *p; size_t n; uint32_t flags; };
+    const Case cases[] = {
+        {"NULL source", XMC_ERR_INVALID_ARGUMENT, nullptr, si.size, 0},
+        {"source smaller than the slot", XMC_ERR_INVALID_ARGUMENT, src.base, si.size - 1, 0},
+        {"source of 0 bytes", XMC_ERR_INVALID_ARGUMENT, src.base, 0, 0},
+        {"unknown flags", XMC_ERR_INVALID_ARGUMENT, src.base, si.size, 0x100},
+        {"pageable source", XMC_ERR_NOT_PINNED_BASE, pageable.data(), si.size, 0},
+        {"interior of a pinned block", XMC_ERR_NOT_PINNED_BASE, interior, si.size, 0},
+        {"source running past its block", XMC_ERR_NOT_PINNED_BASE, src.base, src.size + 1, 0},
+        {"source wrapping the address space", XMC_ERR_NOT_PINNED_BASE, src.base, SIZE_MAX, 0},
+    };
+    for (const Case &c : cases) {
+        xmc_request *r = nullptr;
+        XMC_EXPECT_REFUSED(c.want, api->slot_remap(inst, s, stream_, c.p, c.n, c.flags, &r), "slot_remap") << c.what;
+        EXPECT_EQ(r, nullptr) << c.what;
+    }
+    xmc_request *r = nullptr;
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_remap(inst, s, stream_, src.base, si.size, 0, nullptr),
+                       "slot_remap") << "NULL result";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_release(inst, s, stream_, nullptr), "slot_release")
+        << "NULL result";
+    EXPECT_EQ(free_memory(), free_before) << "a refused remap mapped device memory";
+    EXPECT_TRUE(pins() == pins_before);
+    // Still released: a good remap is taken.
+    XMC_EXPECT_STATUS(XMC_OK, api->slot_remap(inst, s, stream_, src.base, si.size, 0, &r));
+    if (r) {
+        requests_.push_back(r);
+        XMC_EXPECT_STATUS(XMC_OK, api->request_wait(inst, r, kWaitMs));
+    }
+    api->stream_synchronize(inst, stream_);
+    for (auto *q : requests_) api->request_destroy(inst, q);
+    requests_.clear();
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, src.base));
+}
+
 TEST_P(VmmTest, VMM_REMAP_COPY_StatefulSequencesAgreeWithModel) {
     run_stateful<Create, Write, Check, Check, Release, Remap, Remap, Wait, Adopt, Destroy, CheckMemory>(
         kBadSource, GetParam(), "");
@@ -412,6 +495,143 @@ TEST_P(VmmTest, VMM_STATE_RemapOrReleaseWithRemapPendingIsBusy) {
     EXPECT_TRUE(holds(v.read(r.info), 93)) << "the pending remap must finish with its own source";
 }
 
+TEST_P(HostileVmmTest, VMM_STATE_HostileSlotAndRequestHandlesRefusedWithNothingChanged) {
+    xmc_slot_info si{};
+    xmc_slot *live = slot(4096, &si);
+    ASSERT_NE(live, nullptr);
+    xmc_slot_info gi{};
+    xmc_slot *gone = nullptr;
+    XMC_ASSERT_STATUS(XMC_OK, api->slot_create(inst, 0, 4096, &gone, &gi));
+    XMC_ASSERT_STATUS(XMC_OK, api->slot_close(inst, gone));
+    xmc_instance *other = open_another();
+    ASSERT_NE(other, nullptr);
+    xmc_slot *foreign = nullptr;
+    xmc_slot_info fi{};
+    XMC_ASSERT_STATUS(XMC_OK, api->slot_create(other, 0, 4096, &foreign, &fi));
+
+    // A live request to compare with, and a destroyed one.
+    xmc_request *rel = nullptr, *gone_r = nullptr;
+    XMC_ASSERT_STATUS(XMC_OK, api->slot_release(inst, live, stream_, &rel));
+    requests_.push_back(rel);
+    XMC_ASSERT_STATUS(XMC_OK, api->request_wait(inst, rel, kWaitMs));
+    xmc_slot *tmp = slot(4096, &gi);
+    ASSERT_NE(tmp, nullptr);
+    XMC_ASSERT_STATUS(XMC_OK, api->slot_release(inst, tmp, stream_, &gone_r));
+    XMC_ASSERT_STATUS(XMC_OK, api->request_wait(inst, gone_r, kWaitMs));
+    XMC_ASSERT_STATUS(XMC_OK, api->request_destroy(inst, gone_r));
+    const xmc_request_info rel_before = info(rel);
+    const uint64_t free_before = free_memory();
+
+    const std::pair<const char *, xmc_slot *> bad_slots[] = {
+        {"NULL", nullptr}, {"never issued", never_issued<xmc_slot>(0x4000)}, {"closed", gone},
+        {"of another instance", foreign},
+    };
+    xmc_pin_result src{};
+    const bool pin = has(XMC_CAP_PIN);
+    if (pin) { XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, si.size, 64, XMC_NO_DEVICE, &src)); }
+    for (const auto &[what, h] : bad_slots) {
+        SCOPED_TRACE(std::string("slot ") + what);
+        xmc_request *r = nullptr;
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_release(inst, h, stream_, &r), "slot_release");
+        if (pin) {
+            XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_remap(inst, h, stream_, src.base, src.size, 0, &r),
+                               "slot_remap");
+        }
+        xmc_slot *const batch[] = {h};
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_release_batch(inst, batch, 1, stream_, &r),
+                           "slot_release_batch");
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_close(inst, h), "slot_close");
+        EXPECT_EQ(r, nullptr);
+    }
+    const std::pair<const char *, xmc_request *> bad_requests[] = {
+        {"NULL", nullptr}, {"never issued", never_issued<xmc_request>(0x5000)}, {"destroyed", gone_r},
+    };
+    for (const auto &[what, r] : bad_requests) {
+        SCOPED_TRACE(std::string("request ") + what);
+        xmc_request_info ri{};
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->request_launch_copy(inst, r, 0, stream_), "request_launch_copy");
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->request_wait(inst, r, 0), "request_wait");
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->request_adopt(inst, r), "request_adopt");
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->request_query(inst, r, &ri), "request_query");
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->request_stream_wait(inst, r, stream_), "request_stream_wait");
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->request_destroy(inst, r), "request_destroy");
+    }
+    // A live request of this instance is not another instance's.
+    xmc_request_info ri{};
+    EXPECT_EQ(api->request_query(other, rel, &ri), XMC_ERR_INVALID_HANDLE) << "request of another instance";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->request_query(inst, rel, nullptr), "request_query");
+    // Arguments of a live request that do not fit it.
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->request_launch_copy(inst, rel, 0, stream_),
+                       "request_launch_copy") << "a release request has no deferred copy";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->request_launch_copy(inst, rel, UINT32_MAX, stream_),
+                       "request_launch_copy") << "slot index UINT32_MAX";
+    // Streams that are not live, with a live slot and request.
+    xmc_stream *gone_s = nullptr;
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_create(inst, 0, &gone_s));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_destroy(inst, gone_s));
+    for (xmc_stream *s : {static_cast<xmc_stream *>(nullptr), gone_s, never_issued<xmc_stream>(0x6000)}) {
+        SCOPED_TRACE("stream " + std::to_string(reinterpret_cast<uintptr_t>(s)));
+        xmc_request *r = nullptr;
+        if (pin) {
+            XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_remap(inst, live, s, src.base, src.size, 0, &r),
+                               "slot_remap");
+        }
+        EXPECT_EQ(r, nullptr);
+    }
+    // Calls through a NULL or closed instance.
+    expect_dead_instances_refused("slot_release", [&](xmc_instance *i) {
+        xmc_request *r = nullptr;
+        return api->slot_release(i, live, stream_, &r);
+    });
+    expect_dead_instances_refused("slot_close", [&](xmc_instance *i) { return api->slot_close(i, live); });
+    expect_dead_instances_refused("request_query", [&](xmc_instance *i) {
+        xmc_request_info x{};
+        return api->request_query(i, rel, &x);
+    });
+    expect_dead_instances_refused("request_wait", [&](xmc_instance *i) { return api->request_wait(i, rel, 0); });
+    expect_dead_instances_refused("request_adopt", [&](xmc_instance *i) { return api->request_adopt(i, rel); });
+    expect_dead_instances_refused("request_launch_copy", [&](xmc_instance *i) {
+        return api->request_launch_copy(i, rel, 0, stream_);
+    });
+    expect_dead_instances_refused("request_stream_wait", [&](xmc_instance *i) {
+        return api->request_stream_wait(i, rel, stream_);
+    });
+    expect_dead_instances_refused("request_destroy", [&](xmc_instance *i) { return api->request_destroy(i, rel); });
+    expect_dead_instances_refused("slot_remap", [&](xmc_instance *i) {
+        xmc_request *r = nullptr;
+        return api->slot_remap(i, live, stream_, src.base, src.size, 0, &r);
+    });
+
+    // Nothing changed: the request reads the same, no device memory moved, and
+    // the live slot (released) still takes a remap, the foreign one a release.
+    EXPECT_TRUE(info(rel) == rel_before) << "refusals changed a live request";
+    EXPECT_EQ(free_memory(), free_before) << "refusals changed the device's free memory";
+    if (pin) {
+        xmc_request *r = nullptr;
+        XMC_EXPECT_STATUS(XMC_OK, api->slot_remap(inst, live, stream_, src.base, src.size, 0, &r));
+        if (r) {
+            requests_.push_back(r);
+            XMC_EXPECT_STATUS(XMC_OK, api->request_wait(inst, r, kWaitMs));
+        }
+    }
+    xmc_request *fr = nullptr;
+    xmc_stream *other_stream = nullptr;
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_create(other, 0, &other_stream));
+    XMC_EXPECT_STATUS(XMC_OK, api->slot_release(other, foreign, other_stream, &fr));
+    if (fr) {
+        XMC_EXPECT_STATUS(XMC_OK, api->request_wait(other, fr, kWaitMs));
+        XMC_EXPECT_STATUS(XMC_OK, api->request_destroy(other, fr));
+    }
+    XMC_EXPECT_STATUS(XMC_OK, api->slot_close(other, foreign));
+    XMC_EXPECT_STATUS(XMC_OK, api->stream_destroy(other, other_stream));
+    if (pin) {
+        api->stream_synchronize(inst, stream_);
+        for (auto *r : requests_) api->request_destroy(inst, r);
+        requests_.clear();
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, src.base));
+    }
+}
+
 TEST_P(VmmTest, VMM_STATE_StatefulSequencesAgreeWithModel) {
     run_stateful<Create, Write, Check, Release, Release, Remap, Remap, Wait, Adopt, Destroy, Query>(kBusy, GetParam(),
                                                                                                       "");
@@ -496,6 +716,63 @@ TEST_P(VmmTest, VMM_BATCH_ReleasesAndRemapsEverySlot) {
     ASSERT_TRUE(v.ok(v.wait(r)));
     EXPECT_EQ(v.query(r).copies_launched, 3u);
     for (int i = 0; i < 3; ++i) EXPECT_TRUE(holds(v.read(info[i]), 120 + i)) << "slot " << i;
+}
+
+TEST_P(HostileVmmTest, VMM_BATCH_HostileBatchesRefusedBeforeAnyChange) {
+    xmc_slot_info si{};
+    xmc_slot *a = slot(4096, &si);
+    xmc_slot *b = slot(4096, &si);
+    ASSERT_TRUE(a && b);
+    const uint64_t free_before = free_memory();
+    xmc_request *r = nullptr;
+    xmc_slot *const two[] = {a, b};
+    xmc_slot *const with_bad[] = {a, never_issued<xmc_slot>(0x7000)};
+    xmc_slot *const with_null[] = {a, nullptr};
+    xmc_slot *const twice[] = {a, b, a};
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_release_batch(inst, two, 0, stream_, &r),
+                       "slot_release_batch") << "empty batch";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_release_batch(inst, nullptr, 2, stream_, &r),
+                       "slot_release_batch") << "NULL slots";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_release_batch(inst, two, 2, stream_, nullptr),
+                       "slot_release_batch") << "NULL result";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_release_batch(inst, with_bad, 2, stream_, &r),
+                       "slot_release_batch") << "one never-issued slot";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_release_batch(inst, with_null, 2, stream_, &r),
+                       "slot_release_batch") << "one NULL slot";
+    XMC_EXPECT_REFUSED(XMC_ERR_DUPLICATE_IN_BATCH, api->slot_release_batch(inst, twice, 3, stream_, &r),
+                       "slot_release_batch") << "a slot twice";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_release_batch(inst, two, 2, nullptr, &r),
+                       "slot_release_batch") << "NULL stream";
+    const void *srcs[] = {nullptr, nullptr};
+    const size_t sizes[] = {si.size, si.size};
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_remap_batch(inst, two, 0, stream_, srcs, sizes, 0, &r),
+                       "slot_remap_batch") << "empty batch";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_remap_batch(inst, two, 2, stream_, nullptr, sizes, 0, &r),
+                       "slot_remap_batch") << "NULL sources";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_remap_batch(inst, two, 2, stream_, srcs, nullptr, 0, &r),
+                       "slot_remap_batch") << "NULL sizes";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->slot_remap_batch(inst, nullptr, 2, stream_, srcs, sizes, 0, &r),
+                       "slot_remap_batch") << "NULL slots";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_HANDLE, api->slot_remap_batch(inst, with_bad, 2, stream_, srcs, sizes, 0, &r),
+                       "slot_remap_batch") << "one never-issued slot";
+    EXPECT_EQ(r, nullptr);
+    expect_dead_instances_refused("slot_release_batch", [&](xmc_instance *i) {
+        xmc_request *x = nullptr;
+        return api->slot_release_batch(i, two, 2, stream_, &x);
+    });
+    expect_dead_instances_refused("slot_remap_batch", [&](xmc_instance *i) {
+        xmc_request *x = nullptr;
+        return api->slot_remap_batch(i, two, 2, stream_, srcs, sizes, 0, &x);
+    });
+    EXPECT_EQ(free_memory(), free_before);
+    // Both slots are still mapped: the whole batch is taken now.
+    XMC_EXPECT_STATUS(XMC_OK, api->slot_release_batch(inst, two, 2, stream_, &r));
+    if (r) {
+        requests_.push_back(r);
+        XMC_EXPECT_STATUS(XMC_OK, api->request_wait(inst, r, kWaitMs));
+        xmc_request_info ri = info(r);
+        EXPECT_EQ(ri.slots, 2u);
+    }
 }
 
 TEST_P(VmmTest, VMM_BATCH_StatefulSequencesAgreeWithModel) {
@@ -923,8 +1200,6 @@ TEST_P(VmmTest, VMM_EVENT_WAIT_StatefulSequencesAgreeWithModel) {
     run_stateful<Create, Write, Check, Release, Remap, RemapBatch, Launch, Wait, Adopt, Destroy, StreamWait,
                  StreamWait>(0, GetParam(), "");
 }
-
-XMC_INSTANTIATE_FOR_BACKENDS(VmmTest);
 
 } // namespace
 } // namespace xmc::conformance
