@@ -1,17 +1,20 @@
-// PIN-*: pinning (SPEC 5). One body per requirement, run on every selected
-// backend. Facts are read from the OS (/proc/self/smaps, mallinfo2), never
-// taken from the backend's word.
-#include "fixture.hpp"
+// PIN-*: pinning (SPEC 5). Every test body of a PIN requirement, run on every
+// selected backend: the fixed tests, the hostile inputs (HostileTest), the
+// stateful properties against the pinning model, and PIN-DEVICE's
+// registration and fault sweep. Facts are read from the OS (/proc/self/smaps,
+// mallinfo2), never taken from the backend's word. The fixtures are in the
+// harness (pin_env.hpp, reg_env.hpp, hostile.hpp, fault_sweep.hpp), the
+// stateful commands in pin_commands.hpp.
+#include "fault_sweep.hpp"
+#include "hostile.hpp"
 #include "os_facts.hpp"
+#include "pin_commands.hpp"
+#include "pin_env.hpp"
 #include "pin_model.hpp"
-#include "stateful.hpp"
+#include "reg_env.hpp"
 
-#include <sys/capability.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -22,33 +25,9 @@ namespace {
 
 using model::PinAddr;
 using model::PinModel;
+using namespace pin_commands;
 
-class PinTest : public BackendTest {
-protected:
-    void SetUp() override {
-        BackendTest::SetUp();
-        if (HasFatalFailure() || IsSkipped()) return;
-        ASSERT_EQ(api->pin_stats(inst, &baseline_), XMC_OK);
-    }
-    xmc_pin_result alloc(size_t n, size_t align = 1) {
-        xmc_pin_result r{};
-        EXPECT_TRUE(status_is(XMC_OK, api->pin_alloc(inst, n, align, XMC_NO_DEVICE, &r)));
-        return r;
-    }
-    xmc_pin_info query(const void *p, size_t len = 0) {
-        xmc_pin_info q{};
-        EXPECT_EQ(api->pin_query(inst, p, len, &q), XMC_OK);
-        return q;
-    }
-    xmc_pin_stats stats() {
-        xmc_pin_stats s{};
-        EXPECT_EQ(api->pin_stats(inst, &s), XMC_OK);
-        return s;
-    }
-    xmc_pin_stats baseline_{};
-};
-
-// ---- PIN-ALLOC -----------------------------------------------------------
+// ---- PIN-ALLOC --------------------------------------------------------------
 
 TEST_P(PinTest, PIN_ALLOC_ReturnsAlignedLockedBlockOfAtLeastN) {
     XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
@@ -86,7 +65,80 @@ TEST_P(PinTest, PIN_ALLOC_RefusesNonPowerOfTwoAlignment) {
     EXPECT_EQ(stats().blocks_now, baseline_.blocks_now);
 }
 
-// ---- PIN-QUERY -----------------------------------------------------------
+TEST_P(HostileTest, PIN_ALLOC_HostileSizesRefusedWithNothingChanged) {
+    const size_t page = page_size();
+    xmc_pin_stats before = pins();  // refreshed where a block may raise the peak
+    xmc_pin_result r{};
+    struct Case { const char *what; size_t bytes; size_t alignment; };
+    const Case invalid[] = {
+        {"size 0", 0, 64},
+        {"size SIZE_MAX", SIZE_MAX, 64},
+        {"size overflowing when rounded up to a page", SIZE_MAX - page + 2, 64},
+        {"alignment 3", page, 3},
+        {"alignment 0", page, 0},
+        {"alignment page + 1", page, page + 1},
+        {"alignment SIZE_MAX", page, SIZE_MAX},
+        {"alignment 2^63 + 1", page, (size_t{1} << 63) + 1},
+    };
+    for (const Case &c : invalid) {
+        r = xmc_pin_result{};
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, c.bytes, c.alignment, XMC_NO_DEVICE, &r),
+                           "pin_alloc") << c.what;
+        EXPECT_EQ(r.base, nullptr) << c.what << ": a refusal returned a block";
+        EXPECT_TRUE(pins() == before) << c.what << ": a refusal changed pin_stats";
+    }
+    // A NULL result: refused before anything is allocated (the block could
+    // never be freed).
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, page, 64, XMC_NO_DEVICE, nullptr), "pin_alloc");
+    EXPECT_TRUE(pins() == before) << "pin_alloc with a NULL result leaked a block";
+    // Huge but representable: the memory is not there (or may not be locked).
+    r = xmc_pin_result{};
+    const xmc_status huge = api->pin_alloc(inst, size_t{1} << 50, 64, XMC_NO_DEVICE, &r);
+    EXPECT_TRUE(huge == XMC_ERR_OUT_OF_MEMORY || huge == XMC_ERR_MEMLOCK)
+        << "pin_alloc of 1 PiB: expected out_of_memory or memlock_limit, got " << xmc_status_string(huge) << " "
+        << last_error();
+    if (huge == XMC_OK) {
+        api->pin_free(inst, r.base);
+    } else {
+        EXPECT_TRUE(refused(huge, huge, "pin_alloc"));
+    }
+    EXPECT_TRUE(pins() == before) << "a refused 1 PiB pin_alloc changed pin_stats";
+    // A device that cannot exist: no_device where devices can be asked for,
+    // unsupported where the backend cannot register at all.
+    const xmc_status want = has(XMC_CAP_PIN_REGISTER) ? XMC_ERR_NO_DEVICE : XMC_ERR_UNSUPPORTED;
+    int32_t devices = 0;
+    ASSERT_EQ(api->device_count(inst, &devices), XMC_OK) << last_error();
+    for (int32_t dev : {kBadDevice, -7}) {
+        r = xmc_pin_result{};
+        if (dev >= 0 && devices == 0 && has(XMC_CAP_PIN_REGISTER)) {
+            // No driver: a device it cannot tell from one it cannot reach.
+            // Lock-only, and the result says so (PIN-DEVICE), or refused.
+            const xmc_status st = api->pin_alloc(inst, page, 64, dev, &r);
+            if (st == XMC_OK) {
+                EXPECT_NE(r.reg_status, XMC_OK) << "device " << dev << " registered with no device present";
+                EXPECT_EQ(api->pin_free(inst, r.base), XMC_OK) << last_error();
+                // Nothing left behind; the peak may have risen with the block.
+                const xmc_pin_stats now = pins();
+                EXPECT_TRUE(now.bytes_now == before.bytes_now && now.blocks_now == before.blocks_now)
+                    << "pin_alloc for device " << dev << " left a block behind";
+                before = now;
+            } else {
+                EXPECT_TRUE(refused(XMC_ERR_NO_DEVICE, st, "pin_alloc")) << "device " << dev;
+                EXPECT_TRUE(pins() == before) << "pin_alloc for device " << dev << " changed pin_stats";
+            }
+            continue;
+        }
+        XMC_EXPECT_REFUSED(want, api->pin_alloc(inst, page, 64, dev, &r), "pin_alloc") << "device " << dev;
+        EXPECT_TRUE(pins() == before) << "pin_alloc for device " << dev << " changed pin_stats";
+    }
+    expect_dead_instances_refused("pin_alloc", [&](xmc_instance *i) {
+        xmc_pin_result rr{};
+        return api->pin_alloc(i, page, 64, XMC_NO_DEVICE, &rr);
+    });
+    EXPECT_TRUE(pins() == before);
+}
+
+// ---- PIN-QUERY --------------------------------------------------------------
 
 TEST_P(PinTest, PIN_QUERY_EveryInteriorAddressReportsOwningBlock) {
     const size_t n = 3 * page_size() + 100;
@@ -117,237 +169,42 @@ TEST_P(PinTest, PIN_QUERY_RangeIsPinnedOnlyWhollyInsideOneBlock) {
     api->pin_free(inst, r.base);
 }
 
-// ---- stateful sequences against the model --------------------------------
-
-// The system under test for the stateful properties: a backend instance and
-// the real address and size of each block the model names by ordinal.
-struct PinSut {
-    const xmc_backend *api = nullptr;
-    xmc_instance *inst = nullptr;
-    std::vector<xmc_pin_result> blocks;
-    xmc_pin_stats baseline{};
-    alignas(64) char unknown[256] = {};  // memory no backend ever pinned
-
-    const char *resolve(const PinAddr &a) const {
-        if (a.anchor == PinAddr::Unknown || a.block < 0) return unknown + (a.delta % sizeof unknown);
-        const auto &b = blocks[a.block];
-        const char *base = static_cast<const char *>(b.base);
-        return a.anchor == PinAddr::Base ? base + a.delta : base + b.size + a.delta;
-    }
-    std::vector<std::pair<uint64_t, uint64_t>> real_ranges() const {
-        std::vector<std::pair<uint64_t, uint64_t>> r;
-        for (const auto &b : blocks) r.emplace_back(reinterpret_cast<uintptr_t>(b.base), b.size);
-        return r;
-    }
-    ~PinSut() {
-        // Leave the registry as found: drop every reference still held.
-        for (const auto &b : blocks) {
-            xmc_pin_info q{};
-            // Bounded: a broken backend may answer OK and release nothing.
-            for (int tries = 0; tries < 1000 && api->pin_query(inst, b.base, 1, &q) == XMC_OK && q.pinned &&
-                                q.base == b.base; ++tries) {
-                if (api->pin_unref && api->pin_unref(inst, b.base) == XMC_OK) continue;
-                if (api->pin_free(inst, b.base) != XMC_OK) break;
-            }
-        }
-        if (inst) api->close(inst);
-    }
-};
-
-using PinCmd = rc::state::Command<PinModel, PinSut>;
-
-// An address for a command. Mutating commands take live blocks only (or
-// never-pinned memory); queries may also name freed blocks and block ends.
-rc::Gen<PinAddr> gen_addr(const PinModel &m, bool live_only) {
-    std::vector<int> ids;
-    std::vector<size_t> sizes;  // by value: generators may run after m is gone
-    for (size_t i = 0; i < m.blocks().size(); ++i) {
-        sizes.push_back(m.blocks()[i].bytes);
-        if (!live_only || m.blocks()[i].live) ids.push_back(static_cast<int>(i));
-    }
-    if (ids.empty()) return rc::gen::just(PinAddr{});
-    return rc::gen::apply(
-        [ids, sizes, live_only](size_t pick, int kind, uint64_t r) {
-            const int block = ids[pick % ids.size()];
-            const size_t bytes = sizes[block];
-            switch (live_only && kind == 4 ? 0 : kind) {
-            case 0: case 1: return PinAddr{block, PinAddr::Base, 0};                               // the base
-            case 2: return PinAddr{block, PinAddr::Base, bytes > 1 ? 1 + r % (bytes - 1) : 0};  // interior
-            case 3: return PinAddr{block, PinAddr::Base, bytes - 1};                           // last asked byte
-            case 4: return PinAddr{block, PinAddr::End, r % 64};                               // end and past it
-            default: return PinAddr{-1, PinAddr::Unknown, r};
-            }
-        },
-        rc::gen::arbitrary<size_t>(), rc::gen::inRange(0, 6), rc::gen::arbitrary<uint64_t>());
-}
-
-std::string show_addr(const PinAddr &a) {
-    if (a.anchor == PinAddr::Unknown) return "unknown";
-    return "block" + std::to_string(a.block) + (a.anchor == PinAddr::Base ? "+" : ".end+") + std::to_string(a.delta);
-}
-
-struct Alloc : PinCmd {
-    size_t bytes, align;
-    explicit Alloc(const PinModel &)
-        : bytes(*rc::gen::weightedOneOf<size_t>({{1, rc::gen::just<size_t>(0)},
-                                                 {8, rc::gen::inRange<size_t>(1, 3 * 4096 + 17)}})),
-          align(*rc::gen::element<size_t>(1, 8, 4096, 8192, 3, 0)) {}
-    void apply(PinModel &m) const override { m.alloc(bytes, align); }
-    void run(const PinModel &m, PinSut &s) const override {
-        PinModel next = m;
-        const xmc_status want = next.alloc(bytes, align);
-        xmc_pin_result r{};
-        const xmc_status got = s.api->pin_alloc(s.inst, bytes, align, XMC_NO_DEVICE, &r);
-        RC_ASSERT(got == want);
-        if (got != XMC_OK) return;
-        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) != 0u);
-        RC_ASSERT(r.size >= bytes);
-        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) % align == 0);
-        s.blocks.push_back(r);
-    }
-    void show(std::ostream &os) const override { os << "alloc(" << bytes << ", align " << align << ")"; }
-};
-
-struct Free : PinCmd {
-    PinAddr a;
-    void checkPreconditions(const PinModel &m) const override {
-        // Only live blocks or never-pinned memory: a freed block's memory may
-        // already be another block's, which the model cannot know.
-        const bool known = a.anchor == PinAddr::Unknown ||
-                           (a.block < static_cast<int>(m.blocks().size()) && m.blocks()[a.block].live &&
-                            a.anchor == PinAddr::Base);
-        RC_PRE(known);
-    }
-    explicit Free(const PinModel &m) : a(*gen_addr(m, true)) {}
-    void apply(PinModel &m) const override { m.free(a); }
-    void run(const PinModel &m, PinSut &s) const override {
-        PinModel next = m;
-        RC_ASSERT(s.api->pin_free(s.inst, const_cast<char *>(s.resolve(a))) == next.free(a));
-    }
-    void show(std::ostream &os) const override { os << "free(" << show_addr(a) << ")"; }
-};
-
-struct FreeBase : Free {
-    explicit FreeBase(const PinModel &m) : Free(m) {
-        if (a.anchor != PinAddr::Unknown) a.delta = 0;  // the base of a live block
-    }
-};
-
-struct Ref : PinCmd {
-    PinAddr a;
-    void checkPreconditions(const PinModel &m) const override {
-        // Only live blocks or never-pinned memory: a freed block's memory may
-        // already be another block's, which the model cannot know.
-        const bool known = a.anchor == PinAddr::Unknown ||
-                           (a.block < static_cast<int>(m.blocks().size()) && m.blocks()[a.block].live &&
-                            a.anchor == PinAddr::Base);
-        RC_PRE(known);
-    }
-    explicit Ref(const PinModel &m) : a(*gen_addr(m, true)) {}
-    void apply(PinModel &m) const override { m.ref(a); }
-    void run(const PinModel &m, PinSut &s) const override {
-        PinModel next = m;
-        RC_ASSERT(s.api->pin_ref(s.inst, s.resolve(a)) == next.ref(a));
-    }
-    void show(std::ostream &os) const override { os << "ref(" << show_addr(a) << ")"; }
-};
-
-struct Unref : PinCmd {
-    PinAddr a;
-    void checkPreconditions(const PinModel &m) const override {
-        // Only live blocks or never-pinned memory: a freed block's memory may
-        // already be another block's, which the model cannot know.
-        const bool known = a.anchor == PinAddr::Unknown ||
-                           (a.block < static_cast<int>(m.blocks().size()) && m.blocks()[a.block].live &&
-                            a.anchor == PinAddr::Base);
-        RC_PRE(known);
-    }
-    explicit Unref(const PinModel &m) : a(*gen_addr(m, true)) {}
-    void apply(PinModel &m) const override { m.unref(a); }
-    void run(const PinModel &m, PinSut &s) const override {
-        PinModel next = m;
-        RC_ASSERT(s.api->pin_unref(s.inst, s.resolve(a)) == next.unref(a));
-    }
-    void show(std::ostream &os) const override { os << "unref(" << show_addr(a) << ")"; }
-};
-
-struct Query : PinCmd {
-    PinAddr a;
-    size_t len;
-    void checkPreconditions(const PinModel &m) const override {
-        RC_PRE(a.block < static_cast<int>(m.blocks().size()));
-    }
-    explicit Query(const PinModel &m)
-        : a(*gen_addr(m, false)), len(*rc::gen::weightedOneOf<size_t>({{2, rc::gen::just<size_t>(0)},
-                                                                {3, rc::gen::inRange<size_t>(1, 3 * 4096)},
-                                                                {1, rc::gen::inRange<size_t>(4096, 5 * 4096)}})) {}
-    void apply(PinModel &) const override {}
-    void run(const PinModel &m, PinSut &s) const override {
-        const auto addr = reinterpret_cast<uintptr_t>(s.resolve(a));
-        const int want = m.containing_block(addr, len, s.real_ranges());
-        xmc_pin_info q{};
-        RC_ASSERT(s.api->pin_query(s.inst, reinterpret_cast<const void *>(addr), len, &q) == XMC_OK);
-        RC_ASSERT(q.pinned == (want >= 0 ? 1 : 0));
-        if (want >= 0)
-            RC_ASSERT(reinterpret_cast<uintptr_t>(q.base) == reinterpret_cast<uintptr_t>(s.blocks[want].base));
-    }
-    void show(std::ostream &os) const override { os << "query(" << show_addr(a) << ", " << len << ")"; }
-};
-
-struct CheckStats : PinCmd {
-    explicit CheckStats(const PinModel &) {}
-    void apply(PinModel &) const override {}
-    void run(const PinModel &m, PinSut &s) const override {
-        uint64_t live_bytes = 0;
-        for (size_t i = 0; i < m.blocks().size(); ++i)
-            if (m.blocks()[i].live) live_bytes += s.blocks[i].size;
-        xmc_pin_stats st{};
-        RC_ASSERT(s.api->pin_stats(s.inst, &st) == XMC_OK);
-        RC_ASSERT(st.bytes_now == s.baseline.bytes_now + live_bytes);
-        RC_ASSERT(st.blocks_now == s.baseline.blocks_now + m.live_blocks());
-        RC_ASSERT(st.bytes_peak >= st.bytes_now);
-    }
-    void show(std::ostream &os) const override { os << "check_stats()"; }
-};
-
-std::function<std::unique_ptr<PinSut>(const std::string &)> pin_sut_factory() {
-    return [](const std::string &name) -> std::unique_ptr<PinSut> {
-        const LoadedBackend *b = load_backend(name, nullptr);
-        if (!b) return nullptr;
-        auto s = std::make_unique<PinSut>();
-        s->api = b->api;
-        xmc_open_params p{sizeof p, nullptr};
-        if (b->api->open(&p, &s->inst) != XMC_OK) return nullptr;
-        b->api->pin_stats(s->inst, &s->baseline);
-        return s;
-    };
-}
-
 TEST_P(PinTest, PIN_QUERY_StatefulSequencesAgreeWithModel) {
-    check_stateful<PinModel, PinSut>(GetParam(), PinModel{}, pin_sut_factory(), [](const PinModel &m) {
-        return rc::state::gen::execOneOfWithArgs<Alloc, FreeBase, Query, Query>()(m);
-    });
+    run_stateful<Alloc, FreeBase, Query, Query>(GetParam());
 }
+
+TEST_P(HostileTest, PIN_QUERY_HostileArgumentsAnsweredOrRefused) {
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r));
+    const xmc_pin_stats before = pins();
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_query(inst, r.base, 1, nullptr), "pin_query");
+    // Extents that wrap the address space or leave the block are answered "not pinned".
+    struct Case { const char *what; const void *addr; size_t len; };
+    const Case notpinned[] = {
+        {"NULL", nullptr, 0},
+        {"the last byte of the address space", never_issued<void>(UINTPTR_MAX), 1},
+        {"a base with length SIZE_MAX (wraps)", r.base, SIZE_MAX},
+        {"the top of the address space, wrapping", never_issued<void>(UINTPTR_MAX - 10), 100},
+        {"the block plus one byte", r.base, r.size + 1},
+    };
+    for (const Case &c : notpinned) {
+        xmc_pin_info q{1, never_issued<void>(1), 1};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, c.addr, c.len, &q)) << c.what;
+        EXPECT_EQ(q.pinned, 0) << c.what;
+    }
+    expect_dead_instances_refused("pin_query", [&](xmc_instance *i) {
+        xmc_pin_info q{};
+        return api->pin_query(i, r.base, 1, &q);
+    });
+    EXPECT_TRUE(pins() == before);
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+}
+
+// ---- PIN-FREE ---------------------------------------------------------------
 
 TEST_P(PinTest, PIN_FREE_StatefulSequencesAgreeWithModel) {
-    check_stateful<PinModel, PinSut>(GetParam(), PinModel{}, pin_sut_factory(), [](const PinModel &m) {
-        return rc::state::gen::execOneOfWithArgs<Alloc, Free, Free>()(m);
-    });
+    run_stateful<Alloc, Free, Free>(GetParam());
 }
-
-TEST_P(PinTest, PIN_ACCOUNT_StatefulSequencesAgreeWithModel) {
-    check_stateful<PinModel, PinSut>(GetParam(), PinModel{}, pin_sut_factory(), [](const PinModel &m) {
-        return rc::state::gen::execOneOfWithArgs<Alloc, FreeBase, CheckStats>()(m);
-    });
-}
-
-TEST_P(PinTest, PIN_REFS_StatefulSequencesAgreeWithModel) {
-    check_stateful<PinModel, PinSut>(GetParam(), PinModel{}, pin_sut_factory(), [](const PinModel &m) {
-        return rc::state::gen::execOneOfWithArgs<Alloc, FreeBase, Ref, Unref, Unref>()(m);
-    });
-}
-
-// ---- PIN-FREE ------------------------------------------------------------
 
 TEST_P(PinTest, PIN_FREE_RefusesInteriorAddress) {
     XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
@@ -385,7 +242,37 @@ TEST_P(PinTest, PIN_FREE_RefusesSecondFree) {
     api->pin_free(inst, keep.base);
 }
 
-// ---- PIN-AFTER-FREE ------------------------------------------------------
+TEST_P(HostileTest, PIN_FREE_HostileAddressesRefusedWithNothingChanged) {
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 64, XMC_NO_DEVICE, &r));
+    char *base = static_cast<char *>(r.base);
+    const xmc_pin_stats before = pins();
+    char local = 0;
+    const std::pair<const char *, void *> bad[] = {
+        {"NULL", nullptr},
+        {"address 1", never_issued<void>(1)},
+        {"the top of the address space", never_issued<void>(UINTPTR_MAX & ~uintptr_t{0xFFF})},
+        {"a stack address", &local},
+        {"base + 1 (misaligned interior)", base + 1},
+        {"base + one page", base + page_size()},
+        {"one past the end", base + r.size},
+    };
+    for (const auto &[what, addr] : bad) {
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_free(inst, addr), "pin_free") << what;
+        EXPECT_TRUE(pins() == before) << what << ": a refused free changed pin_stats";
+        xmc_pin_info q{};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, base, r.size, &q));
+        EXPECT_EQ(q.pinned, 1) << what << ": the block is no longer pinned after a refused free";
+    }
+    expect_dead_instances_refused("pin_free", [&](xmc_instance *i) { return api->pin_free(i, base); });
+    EXPECT_TRUE(pins() == before) << "pin_free through a dead instance freed the block";
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_free(inst, base));
+    const xmc_pin_stats after = pins();
+    XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_free(inst, base), "pin_free") << "second free";
+    EXPECT_TRUE(pins() == after) << "a second free changed pin_stats";
+}
+
+// ---- PIN-AFTER-FREE ---------------------------------------------------------
 
 TEST_P(PinTest, PIN_AFTER_FREE_NoAddressPinnedAndPagesUnlocked) {
     XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
@@ -401,44 +288,7 @@ TEST_P(PinTest, PIN_AFTER_FREE_NoAddressPinnedAndPagesUnlocked) {
     EXPECT_FALSE(lock_state(b, size).any_locked) << "pages of a freed block are still locked";
 }
 
-// ---- PIN-MEMLOCK ---------------------------------------------------------
-
-// Runs `body` in a child that cannot exceed RLIMIT_MEMLOCK: it drops
-// CAP_IPC_LOCK (root ignores the limit while holding it) and lowers the limit.
-// The child reports through its exit status and a pipe.
-struct ChildResult {
-    int status = 0;
-    std::string message;
-};
-
-ChildResult run_limited_child(size_t limit, const std::function<std::string()> &body) {
-    int fds[2];
-    if (pipe(fds) != 0) return {-1, "pipe failed"};
-    pid_t pid = fork();
-    if (pid == 0) {
-        close(fds[0]);
-        std::string msg;
-        cap_t caps = cap_get_proc();
-        cap_value_t lock = CAP_IPC_LOCK;
-        if (!caps || cap_set_flag(caps, CAP_EFFECTIVE, 1, &lock, CAP_CLEAR) != 0 ||
-            cap_set_flag(caps, CAP_PERMITTED, 1, &lock, CAP_CLEAR) != 0 || cap_set_proc(caps) != 0)
-            msg = "cannot drop CAP_IPC_LOCK";
-        if (caps) cap_free(caps);
-        struct rlimit rl{limit, limit};
-        if (msg.empty() && setrlimit(RLIMIT_MEMLOCK, &rl) != 0) msg = "cannot lower RLIMIT_MEMLOCK";
-        if (msg.empty()) msg = body();
-        ssize_t w = write(fds[1], msg.data(), msg.size());
-        (void)w;
-        _exit(msg.empty() ? 0 : 1);
-    }
-    close(fds[1]);
-    ChildResult res;
-    char buf[512];
-    for (ssize_t k; (k = read(fds[0], buf, sizeof buf)) > 0;) res.message.append(buf, k);
-    close(fds[0]);
-    waitpid(pid, &res.status, 0);
-    return res;
-}
+// ---- PIN-MEMLOCK ------------------------------------------------------------
 
 TEST_P(PinTest, PIN_MEMLOCK_LimitGivesMemlockStatusNoLeakNoAbort) {
     XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
@@ -474,7 +324,11 @@ TEST_P(PinTest, PIN_MEMLOCK_LimitGivesMemlockStatusNoLeakNoAbort) {
     EXPECT_EQ(WEXITSTATUS(res.status), 0) << res.message;
 }
 
-// ---- PIN-ACCOUNT ---------------------------------------------------------
+// ---- PIN-ACCOUNT ------------------------------------------------------------
+
+TEST_P(PinTest, PIN_ACCOUNT_StatefulSequencesAgreeWithModel) {
+    run_stateful<Alloc, FreeBase, CheckStats>(GetParam());
+}
 
 TEST_P(PinTest, PIN_ACCOUNT_NowIsSumOfLiveBlocksAndPeakIsHighWater) {
     std::vector<xmc_pin_result> blocks;
@@ -495,7 +349,15 @@ TEST_P(PinTest, PIN_ACCOUNT_NowIsSumOfLiveBlocksAndPeakIsHighWater) {
     EXPECT_EQ(stats().bytes_peak, full.bytes_peak) << "peak must not drop";
 }
 
-// ---- PIN-SHARED ----------------------------------------------------------
+TEST_P(HostileTest, PIN_ACCOUNT_StatsRefusesNullResultAndDeadInstances) {
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_stats(inst, nullptr), "pin_stats");
+    expect_dead_instances_refused("pin_stats", [&](xmc_instance *i) {
+        xmc_pin_stats s{};
+        return api->pin_stats(i, &s);
+    });
+}
+
+// ---- PIN-SHARED -------------------------------------------------------------
 
 TEST_P(PinTest, PIN_SHARED_TwoInstancesSeeOneRegistry) {
     xmc_instance *other = open_another();
@@ -514,7 +376,7 @@ TEST_P(PinTest, PIN_SHARED_TwoInstancesSeeOneRegistry) {
     if (query(r.base).pinned) api->pin_free(inst, r.base);
 }
 
-// ---- PIN-THREADS ---------------------------------------------------------
+// ---- PIN-THREADS ------------------------------------------------------------
 
 TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
     // Blocks published before the threads start: every thread queries them.
@@ -587,7 +449,11 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
     EXPECT_EQ(end.blocks_now, baseline_.blocks_now);
 }
 
-// ---- PIN-REFS ------------------------------------------------------------
+// ---- PIN-REFS ---------------------------------------------------------------
+
+TEST_P(PinTest, PIN_REFS_StatefulSequencesAgreeWithModel) {
+    run_stateful<Alloc, FreeBase, Ref, Unref, Unref>(GetParam());
+}
 
 TEST_P(PinTest, PIN_REFS_ReleasedOnlyWithLastReference) {
     XMC_SKIP_IF_MLOCK_IGNORED();  // checks lock state / RLIMIT_MEMLOCK, which sanitizers hide
@@ -622,9 +488,157 @@ TEST_P(PinTest, PIN_REFS_ReleaseThroughRecordedBaseAfterPointerMoved) {
     EXPECT_EQ(stats().bytes_now, baseline_.bytes_now);
 }
 
-// PIN-DEVICE lives with registration: conformance/tests/test_register.cpp.
+TEST_P(HostileTest, PIN_REFS_HostileAddressesRefusedWithNothingChanged) {
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r));
+    const xmc_pin_stats before = pins();
+    char local = 0;
+    for (const void *addr : {static_cast<const void *>(nullptr), static_cast<const void *>(&local),
+                             static_cast<const void *>(static_cast<char *>(r.base) + r.size),
+                             static_cast<const void *>(never_issued<void>(UINTPTR_MAX))}) {
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_ref(inst, addr), "pin_ref") << addr;
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_unref(inst, addr), "pin_unref") << addr;
+    }
+    // An unref with no reference taken would drop the owner's.
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_unref(inst, r.base), "pin_unref");
+    expect_dead_instances_refused("pin_ref", [&](xmc_instance *i) { return api->pin_ref(i, r.base); });
+    expect_dead_instances_refused("pin_unref", [&](xmc_instance *i) { return api->pin_unref(i, r.base); });
+    EXPECT_TRUE(pins() == before);
+    // The owner reference is intact: one free releases the block.
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+    xmc_pin_info q{};
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, r.base, 1, &q));
+    EXPECT_EQ(q.pinned, 0) << "refused refs left a reference behind";
+    XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_ref(inst, r.base), "pin_ref") << "after free";
+}
 
-XMC_INSTANTIATE_FOR_BACKENDS(PinTest);
+// ---- PIN-DEVICE -------------------------------------------------------------
+
+TEST_P(PinDeviceTest, PIN_DEVICE_EveryDeviceRegistersItsBlockOrSaysWhy) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks the block stays locked, which sanitizers hide
+    for (int32_t d = 0; d < devices_; ++d) {
+        xmc_pin_result r{};
+        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 64, d, &r));
+        EXPECT_TRUE(lock_state(r.base, r.size).all_locked);
+        if (r.registered) {
+            EXPECT_EQ(r.reg_status, XMC_OK);
+            if (has(XMC_CAP_STREAM | XMC_CAP_COPY)) {
+                // Pinned memory registered with d is read by d.
+                std::memset(r.base, 0, r.size);
+                check_device_reads(static_cast<char *>(r.base), r.size, d);
+            }
+        } else {
+            EXPECT_NE(r.reg_status, XMC_OK) << "lock-only without saying why: a silent degradation";
+        }
+        if (control_) {
+            EXPECT_TRUE(r.registered) << "the fake driver registers every block; got "
+                                      << xmc_status_string(r.reg_status);
+        }
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+    }
+}
+
+TEST_P(PinDeviceTest, PIN_DEVICE_DriverRejectionDegradesToLockOnlyWithItsCode) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks the block stays locked, which sanitizers hide
+    XMC_REQUIRE_FAULTS();
+    const xmc_pin_stats before = stats();
+    ASSERT_EQ(control_->set_faults(control_->reject_register), 0);
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+    ASSERT_EQ(control_->set_faults(""), 0);
+    EXPECT_EQ(r.registered, 0);
+    EXPECT_EQ(r.reg_status, XMC_ERR_DRIVER) << "the degradation does not say the driver refused";
+    EXPECT_EQ(r.reg_native_code, control_->reject_register_code) << "the driver's code is not carried";
+    EXPECT_TRUE(lock_state(r.base, r.size).all_locked) << "a lock-only block must still be locked";
+    EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+    EXPECT_EQ(stats().bytes_now, before.bytes_now);
+}
+
+TEST_P(PinDeviceTest, PIN_DEVICE_NonIdentityRegistrationDegradesToLockOnly) {
+    XMC_REQUIRE_FAULTS();
+    ASSERT_EQ(control_->set_faults(control_->nonidentity_register), 0);
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+    ASSERT_EQ(control_->set_faults(""), 0);
+    EXPECT_EQ(r.registered, 0);
+    EXPECT_EQ(r.reg_status, XMC_ERR_NON_IDENTITY);
+    EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << "the non-identity registration was not undone:\n"
+                                                        << control_->ledger_text();
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+}
+
+TEST_P(PinDeviceTest, PIN_DEVICE_FailedDriverReleaseKeepsTheBlock) {
+    XMC_SKIP_IF_MLOCK_IGNORED();  // checks the block stays locked, which sanitizers hide
+    XMC_REQUIRE_FAULTS();
+    xmc_pin_result r{};
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+    ASSERT_EQ(r.registered, 1) << "device 0 did not register the block";
+    const xmc_pin_stats before = stats();
+    ASSERT_EQ(control_->set_faults(control_->fail_next_unregister), 0);
+    XMC_EXPECT_REFUSED(XMC_ERR_DRIVER, api->pin_free(inst, r.base), "pin_free");
+    ASSERT_EQ(control_->set_faults(""), 0);
+    xmc_error_info e{};
+    api->last_error(inst, &e);
+    EXPECT_EQ(e.native_code, control_->fail_unregister_code) << "the driver's code is not carried";
+    xmc_pin_info q{};
+    api->pin_query(inst, r.base, r.size, &q);
+    EXPECT_EQ(q.pinned, 1) << "success reported over a failed release: the block is gone while the device maps it";
+    EXPECT_TRUE(lock_state(r.base, r.size).all_locked);
+    EXPECT_EQ(stats().bytes_now, before.bytes_now);
+    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));  // the retry releases it
+    api->pin_query(inst, r.base, 1, &q);
+    EXPECT_EQ(q.pinned, 0);
+    EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
+}
+
+TEST_P(PinDeviceTest, PIN_DEVICE_RefusesDeviceOutOfRangeAndChangesNothing) {
+    const xmc_pin_stats before = stats();
+    xmc_pin_result r{};
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 64, devices_, &r), "pin_alloc");
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 64, -7, &r), "pin_alloc");
+    EXPECT_EQ(stats().bytes_now, before.bytes_now);
+    EXPECT_EQ(stats().blocks_now, before.blocks_now);
+}
+
+// Pin with a device, then free, on every device (PIN-DEVICE).
+void pin_scenario(Run &r) {
+    const SweepEnv &env = r.env();
+    const size_t n = 3 * page_size();
+    for (int32_t d = 0; r.inst && d < env.devices; ++d) {
+        const std::string dev = " dev " + std::to_string(d);
+        r.step("pin_alloc" + dev);
+        xmc_pin_result res{};
+        const xmc_status st = r.api->pin_alloc(r.inst, n, 64, d, &res);
+        if (!r.ok(st, "pin_alloc")) {
+            r.problem("PIN-DEVICE: when registration fails the allocation still succeeds, lock-only");
+            continue;
+        }
+        if (!res.registered) {
+            // Lock-only, never silently: the reason and the driver's code.
+            r.reported_in_result(res.reg_status, res.reg_native_code, "pin_alloc's lock-only result");
+            r.check_nothing_but_contexts("the failed registration");
+        }
+        r.check(r.pinned(res.base, res.size), "the block is not reported pinned");
+        // Under a sanitizer mlock is a no-op (mlock_ignored_reason): the lock
+        // state is unobservable there, and the rest of the sweep still runs.
+        if (!mlock_ignored_reason())
+            r.check(lock_state(res.base, res.size).all_locked, "the block's pages are not locked");
+        r.step("pin_free" + dev);
+        if (!r.ok(r.api->pin_free(r.inst, res.base), "pin_free")) {
+            // The driver still maps it: the block stays, and a retry frees it.
+            r.check(r.pinned(res.base, res.size), "a block whose driver release failed is gone");
+            r.must_succeed(r.api->pin_free(r.inst, res.base), "pin_free", "the retry after a failed release");
+        }
+        r.check(!r.pinned(res.base, 1), "still pinned after pin_free");
+    }
+    r.close();
+}
+const Scenario kPin{"pin", pin_scenario};
+
+TEST_P(FaultSweep, PIN_DEVICE_FaultSweepDegradesWithTheCodeAndLeavesNothing) {
+    sweep(kPin, {"pin_alloc", "pin_free"});
+}
 
 } // namespace
 } // namespace xmc::conformance

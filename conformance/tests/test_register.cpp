@@ -1,19 +1,23 @@
-// REG-*: registration of existing host memory, and PIN-DEVICE (SPEC 5). One
-// body per requirement, run on every selected backend. Registered memory comes
-// from mmap, so its pages belong to the test alone. Where a requirement needs
-// the driver to misbehave, the fault hook (driver_control.hpp) injects it; a
-// backend without one skips those tests with a declared reason.
+// REG-*: registration of existing host memory (SPEC 5). Every test body of a
+// REG requirement, run on every selected backend: the fixed tests, the
+// hostile inputs (HostileRegTest), the fault sweeps of REG-FAIL and
+// REG-UNREG-FAIL, and the stateful properties against the registration model.
+// Registered memory comes from mmap, so its pages belong to the test alone.
+// Where a requirement needs the driver to misbehave, the fault hook
+// (driver_control.hpp) injects it; a backend without one skips those tests
+// with a declared reason. The fixtures are in the harness (reg_env.hpp,
+// hostile.hpp, fault_sweep.hpp), the stateful commands in reg_commands.hpp.
 #include "driver_control.hpp"
-#include "fixture.hpp"
+#include "fault_sweep.hpp"
+#include "hostile.hpp"
 #include "os_facts.hpp"
+#include "reg_commands.hpp"
+#include "reg_env.hpp"
 #include "reg_model.hpp"
-#include "stateful.hpp"
 
 #include <sys/mman.h>
 
-#include <atomic>
 #include <cstring>
-#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -23,111 +27,9 @@ namespace {
 
 // The registration oracle lives in reference/model/reg_model.hpp.
 using model::RegModel;
+using namespace reg_commands;
 
-// An mmap'ed arena of whole pages: memory nothing else in the process uses.
-struct Arena {
-    char *base = nullptr;
-    size_t bytes = 0;
-    explicit Arena(size_t pages) : bytes(pages * page_size()) {
-        void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        base = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
-        if (base) std::memset(base, 0x11, bytes);
-    }
-    ~Arena() {
-        if (base) munmap(base, bytes);
-    }
-    // Unregisters whatever registration is still recorded inside the arena.
-    void unregister_all(const xmc_backend *api, xmc_instance *inst) const {
-        for (size_t off = 0; base && off < bytes; off += page_size()) {
-            xmc_reg_info q{};
-            if (api->reg_query(inst, base + off, &q) == XMC_OK && q.registered) api->reg_unregister(inst, q.base);
-        }
-    }
-};
-
-// Skips with the declared reason when the backend has no fault hook.
-#define XMC_REQUIRE_FAULTS()                                    \
-    do {                                                        \
-        if (!this->control_) XMC_SKIP(SkipKind::Unsupported, this->no_control_); \
-    } while (0)
-
-class RegTest : public BackendTest {
-protected:
-    void SetUp() override {
-        BackendTest::SetUp();
-        if (HasFatalFailure() || IsSkipped()) return;
-        ASSERT_EQ(api->device_count(inst, &devices_), XMC_OK) << last_error();
-        policy_ = api->reg_align_policy(inst);
-        control_ = driver_control(api, &no_control_);
-        if (control_) baseline_objects_ = control_->objects_besides_contexts();
-        if (needs_device_ && devices_ == 0)
-            XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
-        ASSERT_NE(arena_.base, nullptr);
-    }
-    void TearDown() override {
-        if (control_) control_->set_faults("");
-        if (inst) arena_.unregister_all(api, inst);
-        for (auto *s : streams_) api->stream_destroy(inst, s);
-        for (void *p : dev_) api->dev_free(inst, p);
-        BackendTest::TearDown();
-        // Over a fake driver: closing the instance left nothing alive in it.
-        if (control_) {
-            EXPECT_EQ(control_->live_objects(), 0u) << "the backend left driver objects behind:\n"
-                                                    << control_->ledger_text();
-        }
-    }
-
-    xmc_reg_info query(const void *p) {
-        xmc_reg_info q{};
-        EXPECT_EQ(api->reg_query(inst, p, &q), XMC_OK) << last_error();
-        return q;
-    }
-    char *page(size_t i) { return arena_.base + i * page_size(); }
-    xmc_status reg(void *p, size_t n, int32_t device, xmc_reg_info *out = nullptr) {
-        xmc_reg_info info{};
-        return api->reg_register(inst, p, n, device, 0, out ? out : &info);
-    }
-
-    // A copy, on a stream of `device`, from registered memory at `p` to device
-    // memory and back into host memory: the range is usable by that device.
-    void check_device_reads(char *p, size_t n, int32_t device) {
-        // The rows that read through a registration need stream+copy (the catalogue); a caller
-        // without them must not pass by doing nothing.
-        ASSERT_TRUE(has(XMC_CAP_STREAM | XMC_CAP_COPY)) << "device reads need the stream and copy capabilities";
-        for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(1 + (i + device) % 253);
-        xmc_stream *s = nullptr;
-        ASSERT_TRUE(status_is(XMC_OK, api->stream_create(inst, device, &s)));
-        streams_.push_back(s);
-        void *d = nullptr;
-        ASSERT_TRUE(status_is(XMC_OK, api->dev_alloc(inst, device, n, &d)));
-        dev_.push_back(d);
-        std::vector<char> back(n, 0);
-        xmc_copy_desc in{}, out{};
-        in.src = {p, XMC_MEM_REGISTERED, device, 0, 0, 0, n, n};
-        in.dst = {d, XMC_MEM_DEVICE, device, 0, 0, 0, n, n};
-        out.src = in.dst;
-        out.dst = {back.data(), XMC_MEM_HOST, device, 0, 0, 0, n, n};
-        in.width_bytes = out.width_bytes = n;
-        in.height = in.depth = out.height = out.depth = 1;
-        ASSERT_TRUE(status_is(XMC_OK, api->copy(inst, &in, s)));
-        ASSERT_TRUE(status_is(XMC_OK, api->copy(inst, &out, s)));
-        ASSERT_TRUE(status_is(XMC_OK, api->stream_synchronize(inst, s)));
-        EXPECT_EQ(std::memcmp(back.data(), p, n), 0)
-            << "device " << device << " did not read the registered range's contents";
-    }
-
-    bool needs_device_ = true;
-    int32_t devices_ = 0;
-    xmc_reg_align_policy policy_ = XMC_REG_ALIGN_REFUSE;
-    const DriverControl *control_ = nullptr;
-    std::string no_control_;
-    size_t baseline_objects_ = 0;  // driver objects other than contexts at SetUp
-    Arena arena_{64};
-    std::vector<xmc_stream *> streams_;
-    std::vector<void *> dev_;
-};
-
-// ---- REG-IDENTITY ------------------------------------------------------------
+// ---- REG-IDENTITY -----------------------------------------------------------
 
 TEST_P(RegTest, REG_IDENTITY_RangeIsRecordedAtTheSameAddress) {
     for (int32_t d = 0; d < devices_; ++d) {
@@ -167,7 +69,7 @@ TEST_P(RegTest, REG_IDENTITY_NonIdentityMappingIsRefusedAndNothingStays) {
     XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, p));
 }
 
-// ---- REG-DEVICE --------------------------------------------------------------
+// ---- REG-DEVICE -------------------------------------------------------------
 
 TEST_P(RegTest, REG_DEVICE_EveryDeviceCopiesFromItsOwnRegistration) {
     for (int32_t d = 0; d < devices_; ++d) {
@@ -210,7 +112,7 @@ TEST_P(RegTest, REG_DEVICE_EachDevicesRegistrationLivesInAContextOfItsOwn) {
     for (int32_t d = 0; d < devices_; ++d) XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, page(8 * d)));
 }
 
-// ---- REG-UUID ----------------------------------------------------------------
+// ---- REG-UUID ---------------------------------------------------------------
 
 TEST_P(RegTest, REG_UUID_DevicesAreNamedByIndexAndDistinctUuid) {
     std::vector<std::vector<uint8_t>> seen;
@@ -247,7 +149,7 @@ TEST_P(RegTest, REG_UUID_RegistrationIsServedByTheDeviceWithItsUuid) {
     }
 }
 
-// ---- REG-DOUBLE --------------------------------------------------------------
+// ---- REG-DOUBLE -------------------------------------------------------------
 
 TEST_P(RegTest, REG_DOUBLE_RefusesOverlappingRange) {
     const size_t pg = page_size();
@@ -285,7 +187,11 @@ TEST_P(RegTest, REG_DOUBLE_RefusesRangeInsideAPinnedBlockRegisteredWithADevice) 
     XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
 }
 
-// ---- REG-UNREG-BASE ----------------------------------------------------------
+TEST_P(RegTest, REG_DOUBLE_StatefulSequencesAgreeWithModel) {
+    run_stateful<Register, Register, Query>(GetParam(), api, inst, devices_);
+}
+
+// ---- REG-UNREG-BASE ---------------------------------------------------------
 
 TEST_P(RegTest, REG_UNREG_BASE_RefusesAnythingButTheRecordedBase) {
     const size_t pg = page_size();
@@ -308,117 +214,77 @@ TEST_P(RegTest, REG_UNREG_BASE_RefusesAnythingButTheRecordedBase) {
     XMC_EXPECT_STATUS(XMC_OK, reg(p, 4 * pg, 0));
 }
 
-// ---- stateful sequences against the model (REG-DOUBLE, REG-UNREG-BASE, REG-ALIGN)
-
-struct RegSut {
-    const xmc_backend *api = nullptr;
-    xmc_instance *inst = nullptr;
-    Arena arena{64};
-    ~RegSut() {
-        if (inst) {
-            arena.unregister_all(api, inst);
-            api->close(inst);
-        }
-    }
-};
-
-using RegCmd = rc::state::Command<RegModel, RegSut>;
-
-struct Register : RegCmd {
-    size_t off, n;
-    int32_t device;
-    explicit Register(const RegModel &m)
-        : off(*rc::gen::weightedOneOf<size_t>({{6, rc::gen::map(rc::gen::inRange<size_t>(0, 56), [p = m.page](size_t i) { return i * p; })},
-                                               {1, rc::gen::inRange<size_t>(0, 56 * m.page)}})),
-          n(*rc::gen::weightedOneOf<size_t>({{6, rc::gen::map(rc::gen::inRange<size_t>(1, 7), [p = m.page](size_t i) { return i * p; })},
-                                             {1, rc::gen::inRange<size_t>(1, 6 * m.page)}})),
-          device(*rc::gen::inRange<int32_t>(0, m.devices)) {}
-    void apply(RegModel &m) const override { m.reg(off, n, device); }
-    void run(const RegModel &m, RegSut &s) const override {
-        RegModel next = m;
-        const xmc_status want = next.reg(off, n, device);
-        xmc_reg_info info{};
-        const xmc_status got = s.api->reg_register(s.inst, s.arena.base + off, n, device, 0, &info);
-        RC_ASSERT(got == want);
-        if (got != XMC_OK) return;
-        size_t base = 0, size = 0;
-        m.recorded(off, n, &base, &size);
-        RC_ASSERT(reinterpret_cast<uintptr_t>(info.base) == reinterpret_cast<uintptr_t>(s.arena.base + base));
-        RC_ASSERT(info.size == size);
-        RC_ASSERT(info.device == device);
-    }
-    void show(std::ostream &os) const override { os << "register(+" << off << ", " << n << ", device " << device << ")"; }
-};
-
-struct Unregister : RegCmd {
-    size_t off;
-    explicit Unregister(const RegModel &m) {
-        std::vector<size_t> bases;
-        for (const auto &[b, r] : m.live) bases.push_back(b);
-        const size_t any = *rc::gen::inRange<size_t>(0, 64 * m.page);
-        off = bases.empty() || *rc::gen::inRange(0, 4) == 0 ? any
-              : bases[*rc::gen::inRange<size_t>(0, bases.size())] + (*rc::gen::inRange(0, 3) == 0 ? m.page : 0);
-    }
-    void apply(RegModel &m) const override { m.unreg(off); }
-    void run(const RegModel &m, RegSut &s) const override {
-        RegModel next = m;
-        RC_ASSERT(s.api->reg_unregister(s.inst, s.arena.base + off) == next.unreg(off));
-    }
-    void show(std::ostream &os) const override { os << "unregister(+" << off << ")"; }
-};
-
-struct Query : RegCmd {
-    size_t off;
-    explicit Query(const RegModel &m) : off(*rc::gen::inRange<size_t>(0, 64 * m.page)) {}
-    void apply(RegModel &) const override {}
-    void run(const RegModel &m, RegSut &s) const override {
-        xmc_reg_info q{};
-        RC_ASSERT(s.api->reg_query(s.inst, s.arena.base + off, &q) == XMC_OK);
-        const long long b = m.holder(off);
-        RC_ASSERT(q.registered == (b >= 0 ? 1 : 0));
-        if (b < 0) return;
-        RC_ASSERT(reinterpret_cast<uintptr_t>(q.base) == reinterpret_cast<uintptr_t>(s.arena.base + b));
-        RC_ASSERT(q.size == m.live.at(static_cast<size_t>(b)).size);
-        RC_ASSERT(q.device == m.live.at(static_cast<size_t>(b)).device);
-    }
-    void show(std::ostream &os) const override { os << "query(+" << off << ")"; }
-};
-
-void check_reg_sequences(const std::string &backend, const xmc_backend *api, xmc_instance *inst, int32_t devices,
-                         bool with_unregister) {
-    RegModel initial;
-    initial.policy = api->reg_align_policy(inst);
-    initial.page = page_size();
-    initial.devices = devices;
-    auto factory = [](const std::string &name) -> std::unique_ptr<RegSut> {
-        const LoadedBackend *b = load_backend(name, nullptr);
-        if (!b) return nullptr;
-        auto s = std::make_unique<RegSut>();
-        s->api = b->api;
-        xmc_open_params p{sizeof p, nullptr};
-        if (b->api->open(&p, &s->inst) != XMC_OK || !s->arena.base) return nullptr;
-        return s;
+TEST_P(HostileRegTest, REG_UNREG_BASE_HostileBasesRefusedRegistrationKept) {
+    const size_t page = page_size();
+    char *mem = pages(4);
+    ASSERT_NE(mem, nullptr);
+    xmc_reg_info reg{};
+    XMC_ASSERT_STATUS(XMC_OK, api->reg_register(inst, mem, 2 * page, 0, 0, &reg));
+    const xmc_reg_info before = query(mem);
+    ASSERT_EQ(before.registered, 1);
+    char local = 0;
+    const std::pair<const char *, void *> bad[] = {
+        {"NULL", nullptr},
+        {"a stack address", &local},
+        {"base + 1", static_cast<char *>(reg.base) + 1},
+        {"interior page", static_cast<char *>(reg.base) + page},
+        {"one past the end", static_cast<char *>(reg.base) + reg.size},
+        {"the top of the address space", never_issued<void>(UINTPTR_MAX)},
     };
-    (void)backend;
-    if (with_unregister)
-        check_stateful<RegModel, RegSut>(backend, initial, factory, [](const RegModel &m) {
-            return rc::state::gen::execOneOfWithArgs<Register, Unregister, Unregister, Query>()(m);
-        });
-    else
-        check_stateful<RegModel, RegSut>(backend, initial, factory, [](const RegModel &m) {
-            return rc::state::gen::execOneOfWithArgs<Register, Register, Query>()(m);
-        });
-}
-
-TEST_P(RegTest, REG_DOUBLE_StatefulSequencesAgreeWithModel) {
-    check_reg_sequences(GetParam(), api, inst, devices_, false);
+    for (const auto &[what, addr] : bad) {
+        XMC_EXPECT_REFUSED(XMC_ERR_NOT_REGISTERED, api->reg_unregister(inst, addr), "reg_unregister") << what;
+        EXPECT_TRUE(query(mem) == before) << what << ": a refused unregister changed the registration";
+    }
+    expect_dead_instances_refused("reg_unregister", [&](xmc_instance *i) { return api->reg_unregister(i, reg.base); });
+    EXPECT_TRUE(query(mem) == before) << "unregister through a dead instance removed the registration";
+    XMC_ASSERT_STATUS(XMC_OK, api->reg_unregister(inst, reg.base));
+    XMC_EXPECT_REFUSED(XMC_ERR_NOT_REGISTERED, api->reg_unregister(inst, reg.base), "reg_unregister")
+        << "second unregister";
+    EXPECT_EQ(query(mem).registered, 0);
 }
 
 TEST_P(RegTest, REG_UNREG_BASE_StatefulSequencesAgreeWithModel) {
-    check_reg_sequences(GetParam(), api, inst, devices_, true);
+    run_stateful<Register, Unregister, Unregister, Query>(GetParam(), api, inst, devices_);
 }
 
-// ---- REG-UNREG-FAIL ----------------------------------------------------------
+// ---- the fault sweep of registration (REG-UNREG-FAIL, REG-FAIL) -------------
+
+// Register, query, unregister, on every device (REG-FAIL, REG-UNREG-FAIL).
+void register_scenario(Run &r) {
+    const SweepEnv &env = r.env();
+    const size_t n = 4 * page_size();
+    for (int32_t d = 0; r.inst && d < env.devices; ++d) {
+        char *p = env.page(8 * static_cast<size_t>(d));
+        const std::string dev = " dev " + std::to_string(d);
+        r.step("reg_register" + dev);
+        xmc_reg_info info{};
+        if (!r.ok(r.api->reg_register(r.inst, p, n, d, 0, &info), "reg_register")) {
+            // REG-FAIL: no tracking entry, and nothing in the driver but contexts.
+            r.check(r.reg_query(p).registered == 0, "a rejected registration is tracked");
+            r.check_nothing_but_contexts("the rejected registration");
+            continue;
+        }
+        r.check(info.registered == 1 && info.base == p && info.size == n && info.device == d,
+                "reg_register answered OK with a wrong result");
+        r.step("reg_query" + dev);
+        xmc_reg_info q = r.reg_query(p + 1);
+        r.check(q.registered == 1 && q.base == p && q.size == n && q.device == d,
+                "the registration made is not reported by reg_query");
+        r.step("reg_unregister" + dev);
+        if (!r.ok(r.api->reg_unregister(r.inst, p), "reg_unregister")) {
+            // REG-UNREG-FAIL: still tracked and queryable; a retry removes it.
+            q = r.reg_query(p + 1);
+            r.check(q.registered == 1 && q.base == p && q.size == n,
+                    "after a failed unregister the registration is no longer tracked (the device may still map it)");
+            r.must_succeed(r.api->reg_unregister(r.inst, p), "reg_unregister", "the retry after a failed release");
+        }
+        r.check(r.reg_query(p).registered == 0, "still registered after unregister");
+    }
+    r.close();
+}
+const Scenario kRegister{"register", register_scenario};
+
+// ---- REG-UNREG-FAIL ---------------------------------------------------------
 
 TEST_P(RegTest, REG_UNREG_FAIL_FailedReleaseIsReportedAndRegistrationKept) {
     XMC_REQUIRE_FAULTS();
@@ -442,7 +308,11 @@ TEST_P(RegTest, REG_UNREG_FAIL_FailedReleaseIsReportedAndRegistrationKept) {
     EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
 }
 
-// ---- REG-FAIL ----------------------------------------------------------------
+TEST_P(FaultSweep, REG_UNREG_FAIL_FaultSweepOfUnregisterReportsAndKeeps) {
+    sweep(kRegister, {"reg_unregister"});
+}
+
+// ---- REG-FAIL ---------------------------------------------------------------
 
 TEST_P(RegTest, REG_FAIL_DriverRejectionGivesItsCodeAndLeavesNothing) {
     XMC_REQUIRE_FAULTS();
@@ -474,7 +344,50 @@ TEST_P(RegTest, REG_FAIL_UnmappedRangeIsRejectedAndLeavesNothing) {
     }
 }
 
-// ---- REG-SAME-CONTEXT --------------------------------------------------------
+TEST_P(HostileRegTest, REG_FAIL_HostileArgumentsRefusedLeaveNothingBehind) {
+    const size_t page = page_size();
+    char *mem = pages(4);
+    ASSERT_NE(mem, nullptr);
+    const xmc_reg_info unreg = query(mem);
+    ASSERT_EQ(unreg.registered, 0);
+    const xmc_pin_stats pins_before = has(XMC_CAP_PIN) ? pins() : xmc_pin_stats{};
+    xmc_reg_info out{};
+    struct Case { const char *what; xmc_status want; void *addr; size_t bytes; int32_t device; uint32_t flags; };
+    const Case cases[] = {
+        {"NULL address", XMC_ERR_INVALID_ARGUMENT, nullptr, page, 0, 0},
+        {"size 0", XMC_ERR_INVALID_ARGUMENT, mem, 0, 0, 0},
+        {"unknown flags", XMC_ERR_INVALID_ARGUMENT, mem, page, 0, 0x80000000u},
+        {"device out of range", XMC_ERR_NO_DEVICE, mem, page, kBadDevice, 0},
+        {"negative device", XMC_ERR_NO_DEVICE, mem, page, -3, 0},
+    };
+    for (const Case &c : cases) {
+        out = xmc_reg_info{};
+        XMC_EXPECT_REFUSED(c.want, api->reg_register(inst, c.addr, c.bytes, c.device, c.flags, &out), "reg_register")
+            << c.what;
+        EXPECT_EQ(out.registered, 0) << c.what;
+        EXPECT_TRUE(query(mem) == unreg) << c.what << ": a refused registration left a range behind";
+    }
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_register(inst, mem, page, 0, 0, nullptr), "reg_register")
+        << "NULL result";
+    EXPECT_TRUE(query(mem) == unreg) << "a registration with a NULL result was kept";
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_query(inst, mem, nullptr), "reg_query");
+    expect_dead_instances_refused("reg_register", [&](xmc_instance *i) {
+        xmc_reg_info o{};
+        return api->reg_register(i, mem, page, 0, 0, &o);
+    });
+    expect_dead_instances_refused("reg_query", [&](xmc_instance *i) {
+        xmc_reg_info o{};
+        return api->reg_query(i, mem, &o);
+    });
+    EXPECT_TRUE(query(mem) == unreg);
+    if (has(XMC_CAP_PIN)) { EXPECT_TRUE(pins() == pins_before) << "a refused registration changed pin_stats"; }
+}
+
+TEST_P(FaultSweep, REG_FAIL_FaultSweepOfRegisterLeavesNothingBehind) {
+    sweep(kRegister, {"reg_register"});
+}
+
+// ---- REG-SAME-CONTEXT -------------------------------------------------------
 
 TEST_P(RegTest, REG_SAME_CONTEXT_UnregisterFromAnotherThreadAndInstanceReleasesIt) {
     xmc_instance *other = open_another();
@@ -503,7 +416,7 @@ TEST_P(RegTest, REG_SAME_CONTEXT_UnregisterFromAnotherThreadAndInstanceReleasesI
     }
 }
 
-// ---- REG-ALIGN ---------------------------------------------------------------
+// ---- REG-ALIGN --------------------------------------------------------------
 
 TEST_P(RegTest, REG_ALIGN_DeclaredPolicyHoldsAndUnregisterTakesTheRecordedBase) {
     const size_t pg = page_size();
@@ -550,12 +463,37 @@ TEST_P(RegTest, REG_ALIGN_RefusesNullZeroSizeUnknownFlagsAndWrap) {
     EXPECT_EQ(query(page(0)).registered, 0);
 }
 
-// ---- REG-UNAVAILABLE ---------------------------------------------------------
+TEST_P(HostileRegTest, REG_ALIGN_MisalignedAndOverflowingRangesRefused) {
+    const size_t page = page_size();
+    char *mem = pages(4);
+    ASSERT_NE(mem, nullptr);
+    const xmc_reg_info unreg = query(mem);
+    // Whatever the policy: a range that wraps the address space, or whose
+    // rounding out to pages would, is invalid.
+    struct Case { const char *what; void *addr; size_t bytes; };
+    std::vector<Case> cases = {
+        {"size SIZE_MAX", mem, SIZE_MAX},
+        {"page-multiple size wrapping the address space", mem, SIZE_MAX - page + 1},
+        {"size overflowing when rounded up to a page", mem + 1, SIZE_MAX - page + 2},
+        {"range ending past the top of the address space", never_issued<void>(UINTPTR_MAX & ~uintptr_t(page - 1)),
+         2 * page},
+    };
+    if (api->reg_align_policy(inst) == XMC_REG_ALIGN_REFUSE) {
+        cases.push_back({"misaligned address", mem + 1, page});
+        cases.push_back({"misaligned size", mem, page + 1});
+        cases.push_back({"misaligned address and size", mem + 8, 8});
+    }
+    for (const Case &c : cases) {
+        xmc_reg_info out{};
+        XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->reg_register(inst, c.addr, c.bytes, 0, 0, &out),
+                           "reg_register")
+            << c.what;
+        EXPECT_EQ(out.registered, 0) << c.what;
+        EXPECT_TRUE(query(mem) == unreg) << c.what << ": a refused registration left a range behind";
+    }
+}
 
-class RegUnavailable : public RegTest {
-protected:
-    RegUnavailable() { needs_device_ = false; }
-};
+// ---- REG-UNAVAILABLE --------------------------------------------------------
 
 TEST_P(RegUnavailable, REG_UNAVAILABLE_WithoutDeviceRegistrationIsUnsupported) {
     if (devices_ > 0)
@@ -584,7 +522,7 @@ TEST_P(RegUnavailable, REG_UNAVAILABLE_UnsupportedByTheDeviceIsReportedNeverPret
     EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
 }
 
-// ---- REG-THREADS -------------------------------------------------------------
+// ---- REG-THREADS ------------------------------------------------------------
 
 TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWithModel) {
     constexpr int kThreads = 8, kOps = 400, kPages = 8;  // each thread owns kPages of the arena
@@ -638,116 +576,6 @@ TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWit
     for (size_t off = 0; off < arena.bytes; off += page_size())
         EXPECT_EQ(query(arena.base + off).registered, 0) << "left registered at +" << off;
 }
-
-// ---- PIN-DEVICE --------------------------------------------------------------
-
-class PinDeviceTest : public RegTest {
-protected:
-    void SetUp() override {
-        BackendTest::SetUp();
-        if (HasFatalFailure() || IsSkipped()) return;
-        ASSERT_EQ(api->device_count(inst, &devices_), XMC_OK) << last_error();
-        control_ = driver_control(api, &no_control_);
-        if (control_) baseline_objects_ = control_->objects_besides_contexts();
-        if (devices_ == 0) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
-    }
-    xmc_pin_stats stats() {
-        xmc_pin_stats s{};
-        EXPECT_EQ(api->pin_stats(inst, &s), XMC_OK);
-        return s;
-    }
-};
-
-TEST_P(PinDeviceTest, PIN_DEVICE_EveryDeviceRegistersItsBlockOrSaysWhy) {
-    XMC_SKIP_IF_MLOCK_IGNORED();  // checks the block stays locked, which sanitizers hide
-    for (int32_t d = 0; d < devices_; ++d) {
-        xmc_pin_result r{};
-        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 64, d, &r));
-        EXPECT_TRUE(lock_state(r.base, r.size).all_locked);
-        if (r.registered) {
-            EXPECT_EQ(r.reg_status, XMC_OK);
-            if (has(XMC_CAP_STREAM | XMC_CAP_COPY)) {
-                // Pinned memory registered with d is read by d.
-                std::memset(r.base, 0, r.size);
-                check_device_reads(static_cast<char *>(r.base), r.size, d);
-            }
-        } else {
-            EXPECT_NE(r.reg_status, XMC_OK) << "lock-only without saying why: a silent degradation";
-        }
-        if (control_) {
-            EXPECT_TRUE(r.registered) << "the fake driver registers every block; got "
-                                      << xmc_status_string(r.reg_status);
-        }
-        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
-    }
-}
-
-TEST_P(PinDeviceTest, PIN_DEVICE_DriverRejectionDegradesToLockOnlyWithItsCode) {
-    XMC_SKIP_IF_MLOCK_IGNORED();  // checks the block stays locked, which sanitizers hide
-    XMC_REQUIRE_FAULTS();
-    const xmc_pin_stats before = stats();
-    ASSERT_EQ(control_->set_faults(control_->reject_register), 0);
-    xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
-    ASSERT_EQ(control_->set_faults(""), 0);
-    EXPECT_EQ(r.registered, 0);
-    EXPECT_EQ(r.reg_status, XMC_ERR_DRIVER) << "the degradation does not say the driver refused";
-    EXPECT_EQ(r.reg_native_code, control_->reject_register_code) << "the driver's code is not carried";
-    EXPECT_TRUE(lock_state(r.base, r.size).all_locked) << "a lock-only block must still be locked";
-    EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
-    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
-    EXPECT_EQ(stats().bytes_now, before.bytes_now);
-}
-
-TEST_P(PinDeviceTest, PIN_DEVICE_NonIdentityRegistrationDegradesToLockOnly) {
-    XMC_REQUIRE_FAULTS();
-    ASSERT_EQ(control_->set_faults(control_->nonidentity_register), 0);
-    xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
-    ASSERT_EQ(control_->set_faults(""), 0);
-    EXPECT_EQ(r.registered, 0);
-    EXPECT_EQ(r.reg_status, XMC_ERR_NON_IDENTITY);
-    EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << "the non-identity registration was not undone:\n"
-                                                        << control_->ledger_text();
-    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
-}
-
-TEST_P(PinDeviceTest, PIN_DEVICE_FailedDriverReleaseKeepsTheBlock) {
-    XMC_SKIP_IF_MLOCK_IGNORED();  // checks the block stays locked, which sanitizers hide
-    XMC_REQUIRE_FAULTS();
-    xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
-    ASSERT_EQ(r.registered, 1) << "device 0 did not register the block";
-    const xmc_pin_stats before = stats();
-    ASSERT_EQ(control_->set_faults(control_->fail_next_unregister), 0);
-    XMC_EXPECT_REFUSED(XMC_ERR_DRIVER, api->pin_free(inst, r.base), "pin_free");
-    ASSERT_EQ(control_->set_faults(""), 0);
-    xmc_error_info e{};
-    api->last_error(inst, &e);
-    EXPECT_EQ(e.native_code, control_->fail_unregister_code) << "the driver's code is not carried";
-    xmc_pin_info q{};
-    api->pin_query(inst, r.base, r.size, &q);
-    EXPECT_EQ(q.pinned, 1) << "success reported over a failed release: the block is gone while the device maps it";
-    EXPECT_TRUE(lock_state(r.base, r.size).all_locked);
-    EXPECT_EQ(stats().bytes_now, before.bytes_now);
-    XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));  // the retry releases it
-    api->pin_query(inst, r.base, 1, &q);
-    EXPECT_EQ(q.pinned, 0);
-    EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
-}
-
-TEST_P(PinDeviceTest, PIN_DEVICE_RefusesDeviceOutOfRangeAndChangesNothing) {
-    const xmc_pin_stats before = stats();
-    xmc_pin_result r{};
-    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 64, devices_, &r), "pin_alloc");
-    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 64, -7, &r), "pin_alloc");
-    EXPECT_EQ(stats().bytes_now, before.bytes_now);
-    EXPECT_EQ(stats().blocks_now, before.blocks_now);
-}
-
-XMC_INSTANTIATE_FOR_BACKENDS(RegTest);
-XMC_INSTANTIATE_FOR_BACKENDS(RegUnavailable);
-XMC_INSTANTIATE_FOR_BACKENDS(PinDeviceTest);
 
 } // namespace
 } // namespace xmc::conformance

@@ -1,0 +1,152 @@
+// The harness of the REG-* tests (conformance/tests/test_register.cpp) and of
+// PIN-DEVICE's (test_pin.cpp): an arena of pages nothing else uses, and the
+// fixtures. Registered memory comes from mmap, so its pages belong to the test
+// alone. Where a requirement needs the driver to misbehave, the fault hook
+// (driver_control.hpp) injects it; a backend without one skips those tests
+// with a declared reason.
+#pragma once
+#include "driver_control.hpp"
+#include "fixture.hpp"
+#include "os_facts.hpp"
+
+#include <sys/mman.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace xmc::conformance {
+
+// An mmap'ed arena of whole pages: memory nothing else in the process uses.
+struct Arena {
+    char *base = nullptr;
+    size_t bytes = 0;
+    explicit Arena(size_t pages) : bytes(pages * page_size()) {
+        void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        base = p == MAP_FAILED ? nullptr : static_cast<char *>(p);
+        if (base) std::memset(base, 0x11, bytes);
+    }
+    ~Arena() {
+        if (base) munmap(base, bytes);
+    }
+    // Unregisters whatever registration is still recorded inside the arena.
+    void unregister_all(const xmc_backend *api, xmc_instance *inst) const {
+        for (size_t off = 0; base && off < bytes; off += page_size()) {
+            xmc_reg_info q{};
+            if (api->reg_query(inst, base + off, &q) == XMC_OK && q.registered) api->reg_unregister(inst, q.base);
+        }
+    }
+};
+
+// Skips with the declared reason when the backend has no fault hook.
+#define XMC_REQUIRE_FAULTS()                                    \
+    do {                                                        \
+        if (!this->control_) XMC_SKIP(SkipKind::Unsupported, this->no_control_); \
+    } while (0)
+
+// The instance's devices and alignment policy, the fault hook where there is
+// one; skips where the backend has no device. TearDown unregisters what the
+// test left in the arena and, over a fake driver, checks that closing the
+// instance left nothing alive in it.
+class RegTest : public BackendTest {
+protected:
+    void SetUp() override {
+        BackendTest::SetUp();
+        if (HasFatalFailure() || IsSkipped()) return;
+        ASSERT_EQ(api->device_count(inst, &devices_), XMC_OK) << last_error();
+        policy_ = api->reg_align_policy(inst);
+        control_ = driver_control(api, &no_control_);
+        if (control_) baseline_objects_ = control_->objects_besides_contexts();
+        if (needs_device_ && devices_ == 0)
+            XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
+        ASSERT_NE(arena_.base, nullptr);
+    }
+    void TearDown() override {
+        if (control_) control_->set_faults("");
+        if (inst) arena_.unregister_all(api, inst);
+        for (auto *s : streams_) api->stream_destroy(inst, s);
+        for (void *p : dev_) api->dev_free(inst, p);
+        BackendTest::TearDown();
+        // Over a fake driver: closing the instance left nothing alive in it.
+        if (control_) {
+            EXPECT_EQ(control_->live_objects(), 0u) << "the backend left driver objects behind:\n"
+                                                    << control_->ledger_text();
+        }
+    }
+
+    xmc_reg_info query(const void *p) {
+        xmc_reg_info q{};
+        EXPECT_EQ(api->reg_query(inst, p, &q), XMC_OK) << last_error();
+        return q;
+    }
+    char *page(size_t i) { return arena_.base + i * page_size(); }
+    xmc_status reg(void *p, size_t n, int32_t device, xmc_reg_info *out = nullptr) {
+        xmc_reg_info info{};
+        return api->reg_register(inst, p, n, device, 0, out ? out : &info);
+    }
+
+    // A copy, on a stream of `device`, from registered memory at `p` to device
+    // memory and back into host memory: the range is usable by that device.
+    void check_device_reads(char *p, size_t n, int32_t device) {
+        // The rows that read through a registration need stream+copy (the catalogue); a caller
+        // without them must not pass by doing nothing.
+        ASSERT_TRUE(has(XMC_CAP_STREAM | XMC_CAP_COPY)) << "device reads need the stream and copy capabilities";
+        for (size_t i = 0; i < n; ++i) p[i] = static_cast<char>(1 + (i + device) % 253);
+        xmc_stream *s = nullptr;
+        ASSERT_TRUE(status_is(XMC_OK, api->stream_create(inst, device, &s)));
+        streams_.push_back(s);
+        void *d = nullptr;
+        ASSERT_TRUE(status_is(XMC_OK, api->dev_alloc(inst, device, n, &d)));
+        dev_.push_back(d);
+        std::vector<char> back(n, 0);
+        xmc_copy_desc in{}, out{};
+        in.src = {p, XMC_MEM_REGISTERED, device, 0, 0, 0, n, n};
+        in.dst = {d, XMC_MEM_DEVICE, device, 0, 0, 0, n, n};
+        out.src = in.dst;
+        out.dst = {back.data(), XMC_MEM_HOST, device, 0, 0, 0, n, n};
+        in.width_bytes = out.width_bytes = n;
+        in.height = in.depth = out.height = out.depth = 1;
+        ASSERT_TRUE(status_is(XMC_OK, api->copy(inst, &in, s)));
+        ASSERT_TRUE(status_is(XMC_OK, api->copy(inst, &out, s)));
+        ASSERT_TRUE(status_is(XMC_OK, api->stream_synchronize(inst, s)));
+        EXPECT_EQ(std::memcmp(back.data(), p, n), 0)
+            << "device " << device << " did not read the registered range's contents";
+    }
+
+    bool needs_device_ = true;
+    int32_t devices_ = 0;
+    xmc_reg_align_policy policy_ = XMC_REG_ALIGN_REFUSE;
+    const DriverControl *control_ = nullptr;
+    std::string no_control_;
+    size_t baseline_objects_ = 0;  // driver objects other than contexts at SetUp
+    Arena arena_{64};
+    std::vector<xmc_stream *> streams_;
+    std::vector<void *> dev_;
+};
+
+// REG-UNAVAILABLE: runs where the backend has no device too.
+class RegUnavailable : public RegTest {
+protected:
+    RegUnavailable() { needs_device_ = false; }
+};
+
+// PIN-DEVICE: blocks pinned and registered with a device in one call.
+class PinDeviceTest : public RegTest {
+protected:
+    void SetUp() override {
+        BackendTest::SetUp();
+        if (HasFatalFailure() || IsSkipped()) return;
+        ASSERT_EQ(api->device_count(inst, &devices_), XMC_OK) << last_error();
+        control_ = driver_control(api, &no_control_);
+        if (control_) baseline_objects_ = control_->objects_besides_contexts();
+        if (devices_ == 0) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
+    }
+    xmc_pin_stats stats() {
+        xmc_pin_stats s{};
+        EXPECT_EQ(api->pin_stats(inst, &s), XMC_OK);
+        return s;
+    }
+};
+
+
+} // namespace xmc::conformance

@@ -1,0 +1,510 @@
+// The harness of the AFF-* transfer tests (conformance/tests/test_transfer.cpp),
+// on every rank of a world (transport_world.hpp): threads over the threads
+// transport in `xmc`, MPI processes over gloo in `xmc_multirank`. A case (two
+// maps, a plan, element size, budget, storage layouts), one rank's buffers of
+// it, and the fixture that runs a case on every rank and a property over
+// random cases. Expected contents come from the model's oracle
+// (extract_shard of the full tensor); traffic is recorded at the transport.
+//
+// Buffers: host memory for the host reference and the self-test's broken backends (built on it);
+// device memory (dev_alloc, filled and read back with the backend's own `copy` on a stream of the
+// rank's device) for any other backend that has devices, streams and copies, one device per rank
+// round-robin (world rank r uses device r mod the device count). Such a backend may move a peer's
+// segments without the transport where ranks share an address space (the threads world): direct
+// peer copies. Its bytes then cross the transport zero times instead of once; everything else is
+// checked as for the host.
+//
+// Header only: the test file is compiled into `xmc` and, alone, into `xmc_multirank`.
+#pragma once
+#include "abi_plan.hpp"
+#include "fixture.hpp"
+#include "loader.hpp"
+#include "stateful.hpp"
+#include "transport_world.hpp"
+
+#include <xmc/affine.hpp>
+
+#include <rapidcheck.h>
+#include <rapidcheck/detail/Configuration.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace xmc::conformance {
+
+
+namespace aff = xmc::affine;
+using Shape = std::vector<int64_t>;
+using Failures = std::vector<std::string>;
+
+constexpr uint8_t kPoison = 0xFF;  // never a data byte: data bytes are 1..127, never 0
+
+// ---------- cases ----------
+
+// Where a shard sits in its storage: the element at shard multi-index i is at storage element
+// offset + sum(i[d] * strides[d]).
+struct Layout {
+    int64_t offset = 0;
+    std::vector<int64_t> strides;
+    uint64_t capacity = 1;  // storage elements (at least one, so that the pointer is never NULL)
+};
+
+// Axes in `order` (fastest first). Every element is `gap` storage elements from the next one along
+// the fastest axis, and every further axis adds `pad` elements: gap > 1 or pad > 0 leaves holes.
+inline Layout make_layout(const Shape &shape, std::vector<size_t> order, int64_t gap, int64_t pad, int64_t offset,
+                   int64_t tail) {
+    Layout l;
+    l.offset = offset;
+    l.strides.assign(shape.size(), 0);
+    int64_t stride = gap;
+    for (size_t axis : order) {
+        l.strides[axis] = stride;
+        stride = stride * shape[axis] + pad;
+    }
+    int64_t last = offset;  // the last element's storage index
+    for (size_t d = 0; d < shape.size(); ++d) last += (shape[d] - 1) * l.strides[d];
+    const bool empty = aff::numel(shape) == 0;
+    l.capacity = uint64_t(empty ? offset + 1 : last + 1 + tail);
+    return l;
+}
+
+inline std::vector<size_t> row_major_order(const Shape &shape) {
+    std::vector<size_t> order(shape.size());
+    std::iota(order.rbegin(), order.rend(), size_t{0});
+    return order;
+}
+
+inline Layout dense_layout(const Shape &shape) { return make_layout(shape, row_major_order(shape), 1, 0, 0, 0); }
+
+// Column-first, every other element, padded rows, an offset: a target with holes everywhere.
+inline Layout holey_layout(const Shape &shape) {
+    std::vector<size_t> order(shape.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    return make_layout(shape, order, 2, 3, 5, 2);
+}
+
+struct Case {
+    aff::Map source, target;
+    aff::Plan plan;
+    size_t elem = 4;
+    uint64_t budget = 4096;
+    uint64_t data_seed = 1;
+    std::map<int, Layout> src_layout, tgt_layout;  // by rank label; dense when absent
+};
+
+inline Case make_case(const aff::Map &source, const aff::Map &target, size_t elem, uint64_t budget) {
+    Case c;
+    c.source = source;
+    c.target = target;
+    c.elem = elem;
+    c.budget = budget;
+    auto p = aff::plan(source, target);
+    if (!p.ok()) throw std::runtime_error("test defect: the planner refused the case: " + p.refusal.message);
+    c.plan = *p;
+    return c;
+}
+
+// The full logical tensor: bytes 1..127 that differ from element to element.
+inline aff::Bytes tensor_bytes(const Shape &shape, size_t elem, uint64_t seed) {
+    aff::Bytes b(size_t(aff::numel(shape)) * elem);
+    for (size_t i = 0; i < b.size(); ++i) {
+        uint64_t x = (seed + i) * 0x9e3779b97f4a7c15ull;
+        x ^= x >> 29;
+        b[i] = uint8_t(x % 127 + 1);
+    }
+    return b;
+}
+
+inline const aff::RankLayout *layout_of(const aff::Map &m, int rank) {
+    for (const auto &r : m.ranks)
+        if (r.rank == rank) return &r;
+    return nullptr;
+}
+
+// ---------- one rank's buffers ----------
+
+// Where a rank's buffers live (see the top of the file).
+struct Memory {
+    const xmc_backend *api = nullptr;
+    xmc_instance *inst = nullptr;
+    bool device = false;  // device memory of the backend, else host memory
+    int32_t ordinal = 0;
+    xmc_stream *stream = nullptr;  // on `ordinal`, for the copies in and out (and the transfer)
+};
+
+// True when the tests give this backend device buffers.
+inline bool uses_device_buffers(const xmc_backend *a, xmc_instance *in) {
+    const std::string name = a->name;
+    if (name == kHostReference || name.rfind("broken_", 0) == 0) return false;
+    const xmc_caps need = XMC_CAP_STREAM | XMC_CAP_COPY;
+    int32_t n = 0;
+    return (a->capabilities & need) == need && a->device_count(in, &n) == XMC_OK && n > 0;
+}
+
+// One side of a rank's request: storage bytes and the buffer describing the shard in it. With
+// device memory, `store` is the host image of the device storage: put() uploads it, fetch()
+// reads the device storage back into it.
+struct Side {
+    std::vector<uint8_t> store;
+    xmc_shard_buffer buf{};  // ptr NULL when the rank holds no shard on this side
+    Memory mem;
+    void *dev = nullptr;  // the device storage, when put on a device
+
+    Side() = default;
+    Side(const Side &) = delete;
+    Side &operator=(const Side &) = delete;
+    Side(Side &&o) noexcept { *this = std::move(o); }
+    Side &operator=(Side &&o) noexcept {
+        if (this != &o) {
+            release();
+            store = std::move(o.store), buf = o.buf, mem = o.mem, dev = o.dev;
+            o.dev = nullptr;
+            if (!dev && buf.ptr) buf.ptr = store.data();
+        }
+        return *this;
+    }
+    ~Side() { release(); }
+
+    void release() {
+        if (dev) mem.api->dev_free(mem.inst, dev);
+        dev = nullptr;
+    }
+    // Moves the storage to `m` (device memory: allocated and filled from the image).
+    void put(const Memory &m) {
+        release();
+        mem = m;
+        if (!buf.ptr) return;
+        if (!m.device) {
+            buf.ptr = store.data();
+            return;
+        }
+        if (m.api->dev_alloc(m.inst, m.ordinal, store.size(), &dev) != XMC_OK)
+            throw std::runtime_error("test setup: dev_alloc of " + std::to_string(store.size()) + " B failed");
+        copy_1d(store.data(), XMC_MEM_HOST, dev, XMC_MEM_DEVICE);
+        buf.ptr = dev;
+        buf.kind = XMC_MEM_DEVICE;
+        buf.device = m.ordinal;
+    }
+    // The image again from the device storage (nothing to do in host memory).
+    void fetch() {
+        if (dev) copy_1d(dev, XMC_MEM_DEVICE, store.data(), XMC_MEM_HOST);
+    }
+    // Grows the storage to `bytes`, the new bytes poisoned, where it lives.
+    void grow(size_t bytes) {
+        fetch();
+        store.resize(bytes, kPoison);
+        const void *had = buf.ptr;
+        buf.ptr = store.data();
+        if (mem.device) put(mem);
+        if (!had) buf.ptr = nullptr;
+    }
+
+private:
+    void copy_1d(void *from, xmc_mem_kind fk, void *to, xmc_mem_kind tk) {
+        xmc_copy_desc c{};
+        c.src = xmc_copy_side{from, fk, mem.ordinal, 0, 0, 0, store.size(), store.size()};
+        c.dst = xmc_copy_side{to, tk, mem.ordinal, 0, 0, 0, store.size(), store.size()};
+        c.width_bytes = store.size();
+        c.height = c.depth = 1;
+        if (mem.api->copy(mem.inst, &c, mem.stream) != XMC_OK || mem.api->stream_synchronize(mem.inst, mem.stream) != XMC_OK)
+            throw std::runtime_error("test setup: copying " + std::to_string(store.size()) + " B " +
+                                     (tk == XMC_MEM_DEVICE ? "to" : "from") + " device " + std::to_string(mem.ordinal) +
+                                     " failed");
+    }
+};
+
+// The shard of `rank` in map m, laid out in poisoned storage, with `shard` (row-major bytes) put
+// in place when given.
+inline Side make_side(const aff::Map &m, int rank, const std::map<int, Layout> &layouts, size_t elem,
+               const aff::Bytes *shard) {
+    Side s;
+    const aff::RankLayout *r = layout_of(m, rank);
+    if (!r) return s;
+    auto it = layouts.find(rank);
+    const Layout l = it != layouts.end() ? it->second : dense_layout(r->shard_shape);
+    s.store.assign(l.capacity * elem, kPoison);
+    if (shard) {
+        const Shape &shape = r->shard_shape;
+        for (int64_t i = 0; i < aff::numel(shape); ++i) {
+            int64_t at = l.offset, rest = i;
+            for (size_t d = shape.size(); d-- > 0;) {
+                at += (rest % shape[d]) * l.strides[d];
+                rest /= shape[d];
+            }
+            std::memcpy(&s.store[size_t(at) * elem], &(*shard)[size_t(i) * elem], elem);
+        }
+    }
+    s.buf.ptr = s.store.data();
+    s.buf.kind = XMC_MEM_HOST;
+    s.buf.capacity = l.capacity;
+    s.buf.ndim = int32_t(r->shard_shape.size());
+    s.buf.offset = l.offset;
+    for (size_t d = 0; d < r->shard_shape.size(); ++d) {
+        s.buf.shape[d] = r->shard_shape[d];
+        s.buf.strides[d] = l.strides[d];
+    }
+    return s;
+}
+
+// "" when the storage holds exactly what it should, else where it first differs.
+inline std::string first_difference(const std::vector<uint8_t> &got, const std::vector<uint8_t> &want, size_t elem) {
+    if (got.size() != want.size()) return "storage size changed";
+    for (size_t i = 0; i < got.size(); ++i) {
+        if (got[i] == want[i]) continue;
+        char b[200];
+        std::snprintf(b, sizeof b, "storage byte %zu (element slot %zu) is 0x%02x, expected 0x%02x%s", i, i / elem,
+                      got[i], want[i],
+                      want[i] == kPoison ? " (a hole between shard elements: must stay poisoned)"
+                      : got[i] == kPoison ? " (a shard element never written)"
+                      : got[i] == 0        ? " (zeros written as data)"
+                                           : "");
+        return b;
+    }
+    return "";
+}
+
+// ---------- running a case on every rank ----------
+
+// What the ranks of a run do. Every field has a default: the whole world runs `c` and joins.
+struct RunSpec {
+    std::vector<GroupSpec> groups;
+    std::function<const Case &(const RankEnv &)> case_of;                              // default: the case
+    std::function<void(const RankEnv &, Side &, Side &, xmc_transfer_args &, xmc_group &)> tweak;  // before the call
+    std::function<bool(const RankEnv &)> joins;        // false: the rank never calls transfer_execute
+    std::function<int64_t(const RankEnv &)> fail_op;   // this rank's transport fails that op (-1: none)
+    std::function<int64_t(const RankEnv &)> fail_gather;  // this rank's all_gather with that number fails
+    uint32_t op_timeout_ms = 10000;
+    uint32_t deadline_ms = 60000;
+};
+
+// What one rank saw, and what the plan says it should move.
+struct RankResult {
+    const Case *c = nullptr;
+    bool called = false;
+    xmc_status status = XMC_OK;
+    xmc_error_info error{};
+    xmc_transfer_stats stats{};
+    double ms = 0;
+    std::vector<uint8_t> src_before, tgt_expected;  // storage images
+    const Side *src = nullptr, *tgt = nullptr;
+    const RecordingTransport *rec = nullptr;
+    std::vector<uint64_t> out_bytes, in_bytes, out_segs, in_segs;  // per peer position, from the plan
+    uint64_t local_bytes = 0;
+    bool may_copy_directly = false;  // device buffers of ranks in one process: peers need no transport
+};
+
+// A transport that fails one all_gather of this rank (by number, from 0) without reaching the
+// inner transport, and passes everything else through.
+class GatherFault {
+public:
+    GatherFault(const xmc_transport *inner, int64_t fail) : inner_(inner), fail_(fail) {
+        self_ = xmc_transport{this, send, recv, all_gather, inner->name};
+    }
+    const xmc_transport *transport() const { return &self_; }
+
+private:
+    static int send(void *c, int32_t peer, const void *buf, size_t bytes, uint64_t tag) {
+        auto *x = static_cast<GatherFault *>(c);
+        return x->inner_->send(x->inner_->ctx, peer, buf, bytes, tag);
+    }
+    static int recv(void *c, int32_t peer, void *buf, size_t bytes, uint64_t tag) {
+        auto *x = static_cast<GatherFault *>(c);
+        return x->inner_->recv(x->inner_->ctx, peer, buf, bytes, tag);
+    }
+    static int all_gather(void *c, const void *in, void *out, size_t bytes, uint32_t timeout_ms) {
+        auto *x = static_cast<GatherFault *>(c);
+        if (x->gathers_++ == x->fail_) return XMC_ERR_PEER_FAILED;
+        return x->inner_->all_gather(x->inner_->ctx, in, out, bytes, timeout_ms);
+    }
+    const xmc_transport *inner_;
+    int64_t fail_;
+    int64_t gathers_ = 0;
+    xmc_transport self_{};
+};
+using RankCheck = std::function<void(const RankEnv &, const RankResult &, Failures &)>;
+
+inline std::string join(const Failures &f) {
+    std::string s;
+    for (const auto &x : f) s += x + "\n";
+    return s;
+}
+
+// Skips a device backend that has no device. run() runs a case on every rank of the world (or of
+// the spec's groups) and returns every rank's failures; check_property() checks random cases.
+class TransferTest : public BackendTest {
+protected:
+    void SetUp() override {
+        BackendTest::SetUp();
+        if (HasFatalFailure() || IsSkipped()) return;
+        // A device backend with no device (no driver, or none found): its buffers would be device
+        // memory, which is not there.
+        const std::string name = api->name;
+        const xmc_caps dev_caps = XMC_CAP_STREAM | XMC_CAP_COPY;
+        int32_t n = 0;
+        if (name != kHostReference && name.rfind("broken_", 0) != 0 && (api->capabilities & dev_caps) == dev_caps &&
+            (api->device_count(inst, &n) != XMC_OK || n == 0))
+            XMC_SKIP(SkipKind::NoDevice, "backend '" << name << "' reports no device, and its transfers move device memory");
+    }
+
+    // Runs a case on every rank of the spec's groups; returns every rank's failures.
+    Failures run(const Case &c, const RunSpec &spec, const RankCheck &check) { return run_on(api, inst, c, spec, check); }
+
+    Failures run_on(const xmc_backend *a, xmc_instance *in, const Case &c, RunSpec spec, const RankCheck &check) {
+        if (spec.groups.empty()) spec.groups = {whole_world(world())};
+        if (!spec.case_of) spec.case_of = [&c](const RankEnv &) -> const Case & { return c; };
+        return world().run(spec.groups, spec.op_timeout_ms, spec.deadline_ms, [&](const RankEnv &env) {
+            Failures f;
+            const Case &rc = spec.case_of(env);
+            const int me = env.label();
+            const aff::Bytes full = tensor_bytes(rc.source.shape, rc.elem, rc.data_seed);
+            aff::Bytes src_shard, tgt_shard;
+            if (layout_of(rc.source, me)) src_shard = *aff::extract_shard(rc.source, me, full, rc.elem);
+            if (layout_of(rc.target, me)) tgt_shard = *aff::extract_shard(rc.target, me, full, rc.elem);
+            Memory mem{a, in};
+            mem.device = uses_device_buffers(a, in);
+            struct StreamGuard {
+                Memory &m;
+                ~StreamGuard() {
+                    if (m.stream) m.api->stream_destroy(m.inst, m.stream);
+                }
+            } stream_guard{mem};
+            if (mem.device) {
+                int32_t n = 1;
+                a->device_count(in, &n);
+                mem.ordinal = env.world_rank % std::max(n, 1);
+                if (a->stream_create(in, mem.ordinal, &mem.stream) != XMC_OK)
+                    return Failures{"test setup: stream_create on device " + std::to_string(mem.ordinal) + " failed"};
+            }
+            Side src = make_side(rc.source, me, rc.src_layout, rc.elem, &src_shard);
+            Side tgt = make_side(rc.target, me, rc.tgt_layout, rc.elem, nullptr);
+            src.put(mem);
+            tgt.put(mem);
+
+            RecordingTransport rec(env.transport, int(env.labels.size()));
+            if (spec.fail_op) rec.fail_op = spec.fail_op(env);
+            xmc_group group = env.group_view();
+            group.transport = rec.transport();
+            std::optional<GatherFault> gather_fault;
+            if (spec.fail_gather && spec.fail_gather(env) >= 0) {
+                gather_fault.emplace(group.transport, spec.fail_gather(env));
+                group.transport = gather_fault->transport();
+            }
+            const std::vector<xmc_segment> segs = abi_segments(rc.plan);
+            xmc_transfer_args args{};
+            args.struct_size = sizeof args;
+            args.plan = xmc_plan_view{segs.data(), segs.size(), rc.plan.digest};
+            args.source = src.buf;
+            args.target = tgt.buf;
+            args.elem_size = rc.elem;
+            args.staging_budget = rc.budget;
+            args.group = &group;
+            args.stream = mem.stream;
+            if (spec.tweak) spec.tweak(env, src, tgt, args, group);
+
+            RankResult r;
+            r.c = &rc;
+            r.src = &src;
+            r.tgt = &tgt;
+            r.rec = &rec;
+            r.src_before = src.store;
+            r.tgt_expected = make_side(rc.target, me, rc.tgt_layout, rc.elem, &tgt_shard).store;
+            r.may_copy_directly = mem.device && std::string(world().name()) == "threads";
+            const size_t n = env.labels.size();
+            r.out_bytes.assign(n, 0), r.in_bytes.assign(n, 0), r.out_segs.assign(n, 0), r.in_segs.assign(n, 0);
+            auto position = [&](int label) {
+                return size_t(std::find(env.labels.begin(), env.labels.end(), label) - env.labels.begin());
+            };
+            for (const aff::Segment &s : rc.plan.segments) {
+                const uint64_t bytes = uint64_t(aff::numel(s.extents)) * rc.elem;
+                if (bytes == 0) continue;
+                if (s.src_rank == me && s.tgt_rank == me) r.local_bytes += bytes;
+                else if (s.src_rank == me) r.out_bytes[position(s.tgt_rank)] += bytes, r.out_segs[position(s.tgt_rank)] += 1;
+                else if (s.tgt_rank == me) r.in_bytes[position(s.src_rank)] += bytes, r.in_segs[position(s.src_rank)] += 1;
+            }
+
+            if (!spec.joins || spec.joins(env)) {
+                r.called = true;
+                const auto t0 = std::chrono::steady_clock::now();
+                r.status = a->transfer_execute(in, &args, &r.stats);
+                r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                a->last_error(in, &r.error);
+            }
+            src.fetch();
+            tgt.fetch();
+            check(env, r, f);
+            return f;
+        });
+    }
+
+    // Runs a property: cases drawn by `gen` (the same on every rank), each run on all ranks of the
+    // world and checked by `check`. A failure names the backend, the transport, the seed and the
+    // RC_PARAMS reproducer. It then replays the minimal case on the host reference: if the host
+    // passes, the backend broke the contract; if it fails too, the suite or the reference is at fault.
+    void check_property(const std::function<Case()> &gen, const RankCheck &check) {
+        const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
+        rc::detail::TestMetadata meta;
+        meta.id = std::string(info->test_suite_name()) + "/" + info->name();
+        meta.description = info->name();
+        rc::detail::TestParams params = rc::detail::configuration().testParams;
+        params.maxSuccess = std::min(params.maxSuccess, world().property_cases());
+        std::optional<Case> last_failing;  // rapidcheck shrinks: the last failing case is the minimal one
+        const auto result = rc::detail::checkTestable(
+            [&] {
+                const Case c = gen();
+                const Failures f = run(c, {}, check);
+                if (!f.empty()) {
+                    last_failing = c;
+                    RC_FAIL(join(f) + describe(c));
+                }
+            },
+            meta, params);
+        if (result.template is<rc::detail::SuccessResult>()) return;
+        std::ostringstream os;
+        os << "property failed on backend '" << api->name << "' over the " << world().name() << " transport ("
+           << world().size() << " ranks, seed " << rc_seed() << ")\n";
+        rc::detail::printResultMessage(result, os);
+        if (result.template is<rc::detail::FailureResult>())
+            os << "\nreproduce: RC_PARAMS=\""
+               << rc_reproduce_string(meta.id, result.template get<rc::detail::FailureResult>().reproduce) << "\"\n";
+        if (last_failing) os << "replay of the minimal case on the host reference: " << replay_on_host(*last_failing, check);
+        ADD_FAILURE() << os.str();
+    }
+
+    std::string replay_on_host(const Case &c, const RankCheck &check) {
+        if (std::string(api->name) == kHostReference)
+            return "the failing backend is the host reference itself: a defect of the reference, the suite or the model";
+        std::string error;
+        const LoadedBackend *host = load_backend(kHostReference, &error);
+        xmc_instance *hi = nullptr;
+        xmc_open_params params{sizeof(xmc_open_params), nullptr};
+        if (!host || host->api->open(&params, &hi) != XMC_OK) return "cannot open the host reference: " + error;
+        const bool host_ok = run_on(host->api, hi, c, {}, check).empty();
+        host->api->close(hi);
+        return host_ok ? "host passes -> verdict: contract violation by backend '" + std::string(api->name) + "'"
+                       : "host fails too -> verdict: defect of the suite or the reference, not of backend '" +
+                             std::string(api->name) + "'";
+    }
+
+    static std::string describe(const Case &c) {
+        return "elem " + std::to_string(c.elem) + ", budget " + std::to_string(c.budget) + "\nsource " +
+               aff::to_json(c.source) + "\ntarget " + aff::to_json(c.target);
+    }
+};
+
+// Passes when no rank reported a failure; else lists every rank's failures.
+inline ::testing::AssertionResult all_ranks_passed(const Failures &f) {
+    if (f.empty()) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << join(f);
+}
+
+} // namespace xmc::conformance

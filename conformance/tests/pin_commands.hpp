@@ -1,0 +1,222 @@
+// The stateful commands of the PIN-* properties (conformance/tests/test_pin.cpp):
+// the system under test, its commands against the pinning model
+// (reference/model/pin_model.hpp), and run_stateful, which checks random
+// sequences of a mix of them.
+#pragma once
+#include "fixture.hpp"
+#include "loader.hpp"
+#include "pin_model.hpp"
+#include "stateful.hpp"
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace xmc::conformance::pin_commands {
+
+using model::PinAddr;
+using model::PinModel;
+
+// The system under test for the stateful properties: a backend instance and
+// the real address and size of each block the model names by ordinal.
+struct PinSut {
+    const xmc_backend *api = nullptr;
+    xmc_instance *inst = nullptr;
+    std::vector<xmc_pin_result> blocks;
+    xmc_pin_stats baseline{};
+    alignas(64) char unknown[256] = {};  // memory no backend ever pinned
+
+    const char *resolve(const PinAddr &a) const {
+        if (a.anchor == PinAddr::Unknown || a.block < 0) return unknown + (a.delta % sizeof unknown);
+        const auto &b = blocks[a.block];
+        const char *base = static_cast<const char *>(b.base);
+        return a.anchor == PinAddr::Base ? base + a.delta : base + b.size + a.delta;
+    }
+    std::vector<std::pair<uint64_t, uint64_t>> real_ranges() const {
+        std::vector<std::pair<uint64_t, uint64_t>> r;
+        for (const auto &b : blocks) r.emplace_back(reinterpret_cast<uintptr_t>(b.base), b.size);
+        return r;
+    }
+    ~PinSut() {
+        // Leave the registry as found: drop every reference still held.
+        for (const auto &b : blocks) {
+            xmc_pin_info q{};
+            // Bounded: a broken backend may answer OK and release nothing.
+            for (int tries = 0; tries < 1000 && api->pin_query(inst, b.base, 1, &q) == XMC_OK && q.pinned &&
+                                q.base == b.base; ++tries) {
+                if (api->pin_unref && api->pin_unref(inst, b.base) == XMC_OK) continue;
+                if (api->pin_free(inst, b.base) != XMC_OK) break;
+            }
+        }
+        if (inst) api->close(inst);
+    }
+};
+
+using PinCmd = rc::state::Command<PinModel, PinSut>;
+
+// An address for a command. Mutating commands take live blocks only (or
+// never-pinned memory); queries may also name freed blocks and block ends.
+inline rc::Gen<PinAddr> gen_addr(const PinModel &m, bool live_only) {
+    std::vector<int> ids;
+    std::vector<size_t> sizes;  // by value: generators may run after m is gone
+    for (size_t i = 0; i < m.blocks().size(); ++i) {
+        sizes.push_back(m.blocks()[i].bytes);
+        if (!live_only || m.blocks()[i].live) ids.push_back(static_cast<int>(i));
+    }
+    if (ids.empty()) return rc::gen::just(PinAddr{});
+    return rc::gen::apply(
+        [ids, sizes, live_only](size_t pick, int kind, uint64_t r) {
+            const int block = ids[pick % ids.size()];
+            const size_t bytes = sizes[block];
+            switch (live_only && kind == 4 ? 0 : kind) {
+            case 0: case 1: return PinAddr{block, PinAddr::Base, 0};                               // the base
+            case 2: return PinAddr{block, PinAddr::Base, bytes > 1 ? 1 + r % (bytes - 1) : 0};  // interior
+            case 3: return PinAddr{block, PinAddr::Base, bytes - 1};                           // last asked byte
+            case 4: return PinAddr{block, PinAddr::End, r % 64};                               // end and past it
+            default: return PinAddr{-1, PinAddr::Unknown, r};
+            }
+        },
+        rc::gen::arbitrary<size_t>(), rc::gen::inRange(0, 6), rc::gen::arbitrary<uint64_t>());
+}
+
+inline std::string show_addr(const PinAddr &a) {
+    if (a.anchor == PinAddr::Unknown) return "unknown";
+    return "block" + std::to_string(a.block) + (a.anchor == PinAddr::Base ? "+" : ".end+") + std::to_string(a.delta);
+}
+
+// What a mutating command may name: only live blocks or never-pinned memory,
+// for a freed block's memory may already be another block's, which the model
+// cannot know.
+inline bool known(const PinModel &m, const PinAddr &a) {
+    return a.anchor == PinAddr::Unknown ||
+           (a.block < static_cast<int>(m.blocks().size()) && m.blocks()[a.block].live && a.anchor == PinAddr::Base);
+}
+
+struct Alloc : PinCmd {
+    size_t bytes, align;
+    explicit Alloc(const PinModel &)
+        : bytes(*rc::gen::weightedOneOf<size_t>({{1, rc::gen::just<size_t>(0)},
+                                                 {8, rc::gen::inRange<size_t>(1, 3 * 4096 + 17)}})),
+          align(*rc::gen::element<size_t>(1, 8, 4096, 8192, 3, 0)) {}
+    void apply(PinModel &m) const override { m.alloc(bytes, align); }
+    void run(const PinModel &m, PinSut &s) const override {
+        PinModel next = m;
+        const xmc_status want = next.alloc(bytes, align);
+        xmc_pin_result r{};
+        const xmc_status got = s.api->pin_alloc(s.inst, bytes, align, XMC_NO_DEVICE, &r);
+        RC_ASSERT(got == want);
+        if (got != XMC_OK) return;
+        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) != 0u);
+        RC_ASSERT(r.size >= bytes);
+        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) % align == 0);
+        s.blocks.push_back(r);
+    }
+    void show(std::ostream &os) const override { os << "alloc(" << bytes << ", align " << align << ")"; }
+};
+
+struct Free : PinCmd {
+    PinAddr a;
+    void checkPreconditions(const PinModel &m) const override { RC_PRE(known(m, a)); }
+    explicit Free(const PinModel &m) : a(*gen_addr(m, true)) {}
+    void apply(PinModel &m) const override { m.free(a); }
+    void run(const PinModel &m, PinSut &s) const override {
+        PinModel next = m;
+        RC_ASSERT(s.api->pin_free(s.inst, const_cast<char *>(s.resolve(a))) == next.free(a));
+    }
+    void show(std::ostream &os) const override { os << "free(" << show_addr(a) << ")"; }
+};
+
+struct FreeBase : Free {
+    explicit FreeBase(const PinModel &m) : Free(m) {
+        if (a.anchor != PinAddr::Unknown) a.delta = 0;  // the base of a live block
+    }
+};
+
+struct Ref : PinCmd {
+    PinAddr a;
+    void checkPreconditions(const PinModel &m) const override { RC_PRE(known(m, a)); }
+    explicit Ref(const PinModel &m) : a(*gen_addr(m, true)) {}
+    void apply(PinModel &m) const override { m.ref(a); }
+    void run(const PinModel &m, PinSut &s) const override {
+        PinModel next = m;
+        RC_ASSERT(s.api->pin_ref(s.inst, s.resolve(a)) == next.ref(a));
+    }
+    void show(std::ostream &os) const override { os << "ref(" << show_addr(a) << ")"; }
+};
+
+struct Unref : PinCmd {
+    PinAddr a;
+    void checkPreconditions(const PinModel &m) const override { RC_PRE(known(m, a)); }
+    explicit Unref(const PinModel &m) : a(*gen_addr(m, true)) {}
+    void apply(PinModel &m) const override { m.unref(a); }
+    void run(const PinModel &m, PinSut &s) const override {
+        PinModel next = m;
+        RC_ASSERT(s.api->pin_unref(s.inst, s.resolve(a)) == next.unref(a));
+    }
+    void show(std::ostream &os) const override { os << "unref(" << show_addr(a) << ")"; }
+};
+
+struct Query : PinCmd {
+    PinAddr a;
+    size_t len;
+    void checkPreconditions(const PinModel &m) const override {
+        RC_PRE(a.block < static_cast<int>(m.blocks().size()));
+    }
+    explicit Query(const PinModel &m)
+        : a(*gen_addr(m, false)), len(*rc::gen::weightedOneOf<size_t>({{2, rc::gen::just<size_t>(0)},
+                                                                {3, rc::gen::inRange<size_t>(1, 3 * 4096)},
+                                                                {1, rc::gen::inRange<size_t>(4096, 5 * 4096)}})) {}
+    void apply(PinModel &) const override {}
+    void run(const PinModel &m, PinSut &s) const override {
+        const auto addr = reinterpret_cast<uintptr_t>(s.resolve(a));
+        const int want = m.containing_block(addr, len, s.real_ranges());
+        xmc_pin_info q{};
+        RC_ASSERT(s.api->pin_query(s.inst, reinterpret_cast<const void *>(addr), len, &q) == XMC_OK);
+        RC_ASSERT(q.pinned == (want >= 0 ? 1 : 0));
+        if (want >= 0)
+            RC_ASSERT(reinterpret_cast<uintptr_t>(q.base) == reinterpret_cast<uintptr_t>(s.blocks[want].base));
+    }
+    void show(std::ostream &os) const override { os << "query(" << show_addr(a) << ", " << len << ")"; }
+};
+
+struct CheckStats : PinCmd {
+    explicit CheckStats(const PinModel &) {}
+    void apply(PinModel &) const override {}
+    void run(const PinModel &m, PinSut &s) const override {
+        uint64_t live_bytes = 0;
+        for (size_t i = 0; i < m.blocks().size(); ++i)
+            if (m.blocks()[i].live) live_bytes += s.blocks[i].size;
+        xmc_pin_stats st{};
+        RC_ASSERT(s.api->pin_stats(s.inst, &st) == XMC_OK);
+        RC_ASSERT(st.bytes_now == s.baseline.bytes_now + live_bytes);
+        RC_ASSERT(st.blocks_now == s.baseline.blocks_now + m.live_blocks());
+        RC_ASSERT(st.bytes_peak >= st.bytes_now);
+    }
+    void show(std::ostream &os) const override { os << "check_stats()"; }
+};
+
+inline std::function<std::unique_ptr<PinSut>(const std::string &)> pin_sut_factory() {
+    return [](const std::string &name) -> std::unique_ptr<PinSut> {
+        const LoadedBackend *b = load_backend(name, nullptr);
+        if (!b) return nullptr;
+        auto s = std::make_unique<PinSut>();
+        s->api = b->api;
+        xmc_open_params p{sizeof p, nullptr};
+        if (b->api->open(&p, &s->inst) != XMC_OK) return nullptr;
+        b->api->pin_stats(s->inst, &s->baseline);
+        return s;
+    };
+}
+
+// Random sequences of the commands Cmds (a command listed twice is drawn twice
+// as often) agree with the model on `backend`.
+template <class... Cmds>
+void run_stateful(const std::string &backend) {
+    check_stateful<PinModel, PinSut>(backend, PinModel{}, pin_sut_factory(), [](const PinModel &m) {
+        return rc::state::gen::execOneOfWithArgs<Cmds...>()(m);
+    });
+}
+
+} // namespace xmc::conformance::pin_commands

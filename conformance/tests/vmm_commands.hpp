@@ -1,0 +1,660 @@
+// The stateful commands of the VMM-* properties (conformance/tests/test_vmm.cpp):
+// the system under test, its commands against the slot model
+// (reference/model/slot_model.hpp), and run_stateful, which checks random
+// sequences of a mix of them. Each requirement's property (in test_vmm.cpp)
+// names its mix of commands and the refusals it draws.
+#pragma once
+#include "fixture.hpp"
+#include "loader.hpp"
+#include "slot_model.hpp"
+#include "stateful.hpp"
+#include "vmm_env.hpp"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace xmc::conformance::vmm_commands {
+
+using model::kNoTag;
+using model::RequestKind;
+using model::SlotModel;
+using model::SlotState;
+using model::Source;
+
+// What a mix of commands may do besides valid calls (each requirement's
+// property draws the refusals of that requirement only). Set by the property
+// before it runs; each command keeps the mix it was generated under.
+enum : unsigned { kBusy = 1, kDup = 2, kRelaunch = 4, kCloseAny = 8, kBadSource = 16, kOneStream = 32 };
+inline thread_local unsigned t_mix = 0;
+
+// A backend that left a request unfinished past kWaitMs is stuck: its
+// instance is left behind, and later sequences on it fail at once with the
+// first one's story instead of each waiting (and shrinking) through it.
+inline std::map<std::string, std::string> g_stuck;  // backend -> what got stuck
+
+// The system under test: an instance, two streams for requests and one for a
+// consumer, and the real handle of each slot and request the model names.
+struct VmmSut {
+    std::string backend;
+    std::unique_ptr<Env> env;
+    xmc_stream *on[2] = {};
+    xmc_stream *consumer = nullptr;
+    std::vector<xmc_slot *> slots;
+    std::vector<xmc_slot_info> info;
+    std::vector<xmc_request *> reqs;
+    std::vector<std::vector<void *>> sources;  // per request: the pinned memory its copies read
+    std::vector<std::unique_ptr<std::vector<char>>> unpinned;
+    uint64_t free0 = 0;
+
+    const xmc_backend *api() const { return env->api; }
+    xmc_instance *inst() const { return env->inst; }
+
+    void *pinned(size_t n, int tag) {
+        xmc_pin_result r{};
+        if (api()->pin_alloc(inst(), n, 64, XMC_NO_DEVICE, &r) != XMC_OK) return nullptr;
+        env->pinned.push_back(r.base);
+        fill(static_cast<char *>(r.base), n, tag);
+        return r.base;
+    }
+    // A source of class `c` for a slot of n bytes, and the length to pass.
+    const void *source(Source c, size_t n, int tag, size_t *bytes, std::vector<void *> *keep) {
+        *bytes = n;
+        char *p = nullptr;
+        switch (c) {
+        case Source::Valid: p = static_cast<char *>(pinned(n, tag)); break;
+        case Source::Null: return nullptr;
+        case Source::Short: p = static_cast<char *>(pinned(n, tag)); *bytes = n - 1; break;
+        case Source::NotPinned:
+            unpinned.push_back(std::make_unique<std::vector<char>>(n, 3));
+            return unpinned.back()->data();
+        case Source::NotBase: {
+            char *b = static_cast<char *>(pinned(n + 4096, tag));
+            keep->push_back(b);
+            return b + 4096;
+        }
+        case Source::BlockTooSmall: p = static_cast<char *>(pinned(n / 2, tag)); break;
+        }
+        keep->push_back(p);
+        return p;
+    }
+    void forget(const std::vector<void *> &keep) {
+        for (void *p : keep) env->free_source(p);
+    }
+    void add_request(xmc_request *r, std::vector<void *> keep) {
+        reqs.push_back(r);
+        sources.push_back(std::move(keep));
+        env->requests.push_back(r);
+    }
+    // The first, the last and one more window of a slot's bytes, read on `s`
+    // into poisoned buffers and compared with tag's (the deterministic tests
+    // compare whole slots; sequences sample, to stay fast).
+    bool check(int slot, xmc_stream *s, int tag, uint32_t r) {
+        constexpr size_t kWindow = 64 << 10;
+        const xmc_slot_info &i = info[slot];
+        const size_t w = std::min(kWindow, i.size);
+        const size_t offs[3] = {0, i.size - w, (static_cast<size_t>(r) % (i.size / 8)) * 8 / w * w};
+        std::vector<char> got[3];
+        for (int k = 0; k < 3; ++k) {
+            got[k].assign(std::min(w, i.size - offs[k]), kPoison);
+            xmc_copy_desc d = Env::linear(static_cast<char *>(i.address) + offs[k], XMC_MEM_DEVICE, got[k].data(),
+                                          XMC_MEM_HOST, got[k].size());
+            if (api()->copy(inst(), &d, s) != XMC_OK) return false;
+        }
+        if (api()->stream_synchronize(inst(), s) != XMC_OK) return false;
+        for (int k = 0; k < 3; ++k)
+            if (tag != kNoTag && mismatch(got[k], tag, offs[k]) != SIZE_MAX) return false;
+        return true;
+    }
+    bool write(int slot, int tag) {
+        const xmc_slot_info &i = info[slot];
+        std::vector<char> data = pattern(tag, i.size);
+        xmc_copy_desc d = Env::linear(data.data(), XMC_MEM_HOST, i.address, XMC_MEM_DEVICE, i.size);
+        return api()->copy(inst(), &d, env->io) == XMC_OK && api()->stream_synchronize(inst(), env->io) == XMC_OK;
+    }
+};
+
+inline std::function<std::unique_ptr<VmmSut>(const std::string &)> vmm_sut_factory(const std::string &options) {
+    return [options](const std::string &name) -> std::unique_ptr<VmmSut> {
+        const LoadedBackend *b = load_backend(name, nullptr);
+        if (!b) return nullptr;
+        auto s = std::make_unique<VmmSut>();
+        s->backend = name;
+        if (g_stuck.count(name)) return s;  // no instance: every command fails at once
+        std::string why;
+        s->env = Env::open(b->api, options.c_str(), &why);
+        if (!s->env) return nullptr;
+        for (auto *&on : s->on)
+            if (b->api->stream_create(s->env->inst, 0, &on) == XMC_OK) s->env->streams.push_back(on);
+        if (b->api->stream_create(s->env->inst, 0, &s->consumer) == XMC_OK) s->env->streams.push_back(s->consumer);
+        uint64_t total = 0;
+        b->api->device_free_memory(s->env->inst, 0, &s->free0, &total);
+        return s;
+    };
+}
+
+using VmmCmd = rc::state::Command<SlotModel, VmmSut>;
+
+inline void not_stuck(const VmmSut &s) {
+    auto it = g_stuck.find(s.backend);
+    if (it != g_stuck.end()) RC_FAIL("the backend got stuck in an earlier sequence: " + it->second);
+}
+
+
+inline int live_slots(const SlotModel &m) {
+    int n = 0;
+    for (size_t i = 0; i < m.slots().size(); ++i) n += m.live_slot(static_cast<int>(i));
+    return n;
+}
+inline int live_requests(const SlotModel &m) {
+    int n = 0;
+    for (size_t i = 0; i < m.requests().size(); ++i) n += m.live_request(static_cast<int>(i));
+    return n;
+}
+inline rc::Gen<int> any_of(size_t n) { return n ? rc::gen::inRange(0, static_cast<int>(n)) : rc::gen::just(0); }
+// Mostly one of `good` (the targets the command's precondition admits), and
+// with `wild` sometimes any index below n (the refusals a mix draws).
+inline rc::Gen<int> pick(std::vector<int> good, size_t n, bool wild) {
+    if (good.empty()) return any_of(n);
+    if (!wild) return rc::gen::elementOf(good);
+    return rc::gen::weightedOneOf<int>({{3, rc::gen::elementOf(good)}, {1, any_of(n)}});
+}
+template <class Pred>
+std::vector<int> slots_where(const SlotModel &m, Pred p) {
+    std::vector<int> v;
+    for (size_t i = 0; i < m.slots().size(); ++i)
+        if (p(static_cast<int>(i))) v.push_back(static_cast<int>(i));
+    return v;
+}
+template <class Pred>
+std::vector<int> requests_where(const SlotModel &m, Pred p) {
+    std::vector<int> v;
+    for (size_t i = 0; i < m.requests().size(); ++i)
+        if (m.live_request(static_cast<int>(i)) && p(m.requests()[i])) v.push_back(static_cast<int>(i));
+    return v;
+}
+
+inline bool nameable(unsigned F, const SlotModel &m, int s) {
+    return s >= 0 && static_cast<size_t>(s) < m.slots().size() && ((F & kCloseAny) || m.live_slot(s));
+}
+inline bool is_released(const SlotModel &m, int s) {
+    const SlotState st = m.slots()[s].state;
+    return st == SlotState::ReleasePending || st == SlotState::Released;
+}
+// Nothing in flight on it: closing it races nothing.
+inline bool idle(const SlotModel &m, int s) {
+    if (s < 0 || size_t(s) >= m.slots().size() || !m.live_slot(s)) return false;
+    const model::ModelSlot &x = m.slots()[s];
+    if (x.copy_in_flight) return false;
+    if (x.state == SlotState::Mapped || x.state == SlotState::Released) return true;
+    return x.state == SlotState::RemapPending && m.requests()[x.request].worker_done;
+}
+inline std::string show_slots(const std::vector<int> &v) {
+    std::string s;
+    for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+    return "{" + s + "}";
+}
+inline const char *source_name(Source c) {
+    switch (c) {
+    case Source::Valid: return "pinned";
+    case Source::Null: return "NULL";
+    case Source::Short: return "short";
+    case Source::NotPinned: return "unpinned";
+    case Source::NotBase: return "interior";
+    case Source::BlockTooSmall: return "small-block";
+    }
+    return "?";
+}
+
+struct Create : VmmCmd {
+    const unsigned F = t_mix;
+    size_t bytes = *rc::gen::element<size_t>(1, 1 << 20, 2 << 20, (2 << 20) + 1);
+    explicit Create(const SlotModel &) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool room = live_slots(m) < 4 && m.slots().size() < 8;
+        RC_PRE(room);
+    }
+    void apply(SlotModel &m) const override { m.create(bytes); }
+    void run(const SlotModel &, VmmSut &s) const override {
+        not_stuck(s);
+        xmc_slot *h = nullptr;
+        xmc_slot_info info{};
+        RC_ASSERT(s.api()->slot_create(s.inst(), 0, bytes, &h, &info) == XMC_OK);
+        RC_ASSERT(info.size >= bytes);
+        RC_ASSERT(static_cast<bool>(info.address));
+        s.env->slots.push_back(h);
+        s.slots.push_back(h);
+        s.info.push_back(info);
+    }
+    void show(std::ostream &os) const override { os << "create(" << bytes << ")"; }
+};
+
+struct Write : VmmCmd {
+    const unsigned F = t_mix;
+    int slot, tag;
+    explicit Write(const SlotModel &m)
+        : slot(*pick(slots_where(m, [&](int x) { return m.accessible(x); }), m.slots().size(), false)),
+          tag(*rc::gen::inRange(1, 1 << 30)) {}
+    void checkPreconditions(const SlotModel &m) const override { RC_PRE(m.accessible(slot)); }
+    void apply(SlotModel &m) const override { m.write(slot, tag); }
+    void run(const SlotModel &, VmmSut &s) const override {
+        not_stuck(s); RC_ASSERT(s.write(slot, tag)); }
+    void show(std::ostream &os) const override { os << "write(slot" << slot << ", data " << tag << ")"; }
+};
+
+// VMM-STABLE: the bytes at the address create returned are the model's.
+struct Check : VmmCmd {
+    const unsigned F = t_mix;
+    int slot;
+    uint32_t where = *rc::gen::arbitrary<uint32_t>();
+    explicit Check(const SlotModel &m)
+        : slot(*pick(slots_where(m, [&](int x) { return m.accessible(x); }), m.slots().size(), false)) {}
+    void checkPreconditions(const SlotModel &m) const override { RC_PRE(m.accessible(slot)); }
+    void apply(SlotModel &) const override {}
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        RC_ASSERT(s.check(slot, s.env->io, m.slots()[slot].content, where));
+    }
+    void show(std::ostream &os) const override { os << "check(slot" << slot << ")"; }
+};
+
+struct Release : VmmCmd {
+    const unsigned F = t_mix;
+    int slot, on;
+    explicit Release(const SlotModel &m)
+        : slot(*pick(slots_where(m, [&](int x) { return m.live_slot(x) && m.slots()[x].state == SlotState::Mapped; }),
+                     m.slots().size(), F & (kBusy | kCloseAny))),
+          on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = nameable(F, m, slot) && live_requests(m) < 8;
+        RC_PRE(ok);
+        if (!(F & kBusy) && m.live_slot(slot)) RC_PRE(m.slots()[slot].state == SlotState::Mapped);
+    }
+    void apply(SlotModel &m) const override { m.release({slot}); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.release({slot});
+        xmc_request *r = nullptr;
+        const xmc_status got = s.api()->slot_release(s.inst(), s.slots[slot], s.on[on], &r);
+        RC_ASSERT(got == want);
+        if (got == XMC_OK) s.add_request(r, {});
+    }
+    void show(std::ostream &os) const override { os << "release(slot" << slot << ", stream " << on << ")"; }
+};
+
+struct Remap : VmmCmd {
+    const unsigned F = t_mix;
+    int slot, on, tag;
+    Source src;
+    bool defer;
+    explicit Remap(const SlotModel &m)
+        : slot(*pick(slots_where(m, [&](int x) { return m.live_slot(x) && is_released(m, x); }), m.slots().size(),
+                     F & (kBusy | kCloseAny))),
+          on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)), tag(*rc::gen::inRange(1, 1 << 30)),
+          src((F & kBadSource) ? *rc::gen::element(Source::Valid, Source::Valid, Source::Null, Source::Short,
+                                                   Source::NotPinned, Source::NotBase, Source::BlockTooSmall)
+                               : Source::Valid),
+          defer(*rc::gen::arbitrary<bool>()) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = nameable(F, m, slot) && live_requests(m) < 8;
+        RC_PRE(ok);
+        if (!(F & kBusy) && m.live_slot(slot)) RC_PRE(is_released(m, slot));
+    }
+    uint32_t flags() const { return defer ? XMC_REMAP_DEFER_COPY : 0; }
+    void apply(SlotModel &m) const override { m.remap({slot}, {src}, {tag}, flags()); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.remap({slot}, {src}, {tag}, flags());
+        std::vector<void *> keep;
+        size_t bytes = 0;
+        const void *p = s.source(src, s.info[slot].size, tag, &bytes, &keep);
+        xmc_request *r = nullptr;
+        const xmc_status got = s.api()->slot_remap(s.inst(), s.slots[slot], s.on[on], p, bytes, flags(), &r);
+        RC_ASSERT(got == want);
+        if (got == XMC_OK) s.add_request(r, keep);
+        else s.forget(keep);
+    }
+    void show(std::ostream &os) const override {
+        os << "remap(slot" << slot << ", " << source_name(src) << " source " << tag << (defer ? ", deferred" : "")
+           << ", stream " << on << ")";
+    }
+};
+
+// Several slots, by a mask over the slots so far; with kDup the first is
+// sometimes named again.
+inline std::vector<int> gen_batch(unsigned F, const SlotModel &m, const std::vector<int> &eligible) {
+    const bool wild = (F & kBusy) || eligible.empty() || *rc::gen::inRange(0, 8) == 0;
+    std::vector<int> from = eligible;
+    if (wild) from = slots_where(m, [](int) { return true; });
+    std::vector<int> v;
+    const auto mask =
+        *rc::gen::container<std::vector<bool>>(std::max<size_t>(from.size(), 1), rc::gen::arbitrary<bool>());
+    for (size_t i = 0; i < from.size(); ++i)
+        if (mask[i]) v.push_back(from[i]);
+    if (v.empty()) v.push_back(from.empty() ? 0 : from.front());
+    if ((F & kDup) && *rc::gen::inRange(0, 3) == 0) v.push_back(v.front());
+    return v;
+}
+
+inline bool batch_ok(unsigned F, const SlotModel &m, const std::vector<int> &v) {
+    for (int x : v)
+        if (!nameable(F, m, x)) return false;
+    return (F & kDup) || std::set<int>(v.begin(), v.end()).size() == v.size();
+}
+
+struct ReleaseBatch : VmmCmd {
+    const unsigned F = t_mix;
+    std::vector<int> slots;
+    int on;
+    explicit ReleaseBatch(const SlotModel &m)
+        : slots(gen_batch(F, m, slots_where(m, [&](int x) {
+                              return m.live_slot(x) && m.slots()[x].state == SlotState::Mapped;
+                          }))),
+          on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = batch_ok(F, m, slots) && live_requests(m) < 8;
+        RC_PRE(ok);
+        if (!(F & kBusy))
+            for (int x : slots) {
+                const bool ok = !m.live_slot(x) || m.slots()[x].state == SlotState::Mapped;
+                RC_PRE(ok);
+            }
+    }
+    void apply(SlotModel &m) const override { m.release(slots); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.release(slots);
+        std::vector<xmc_slot *> h;
+        for (int x : slots) h.push_back(s.slots[x]);
+        xmc_request *r = nullptr;
+        const xmc_status got = s.api()->slot_release_batch(s.inst(), h.data(), h.size(), s.on[on], &r);
+        RC_ASSERT(got == want);
+        if (got == XMC_OK) s.add_request(r, {});
+    }
+    void show(std::ostream &os) const override {
+        os << "release_batch(" << show_slots(slots) << ", stream " << on << ")";
+    }
+};
+
+struct RemapBatch : VmmCmd {
+    const unsigned F = t_mix;
+    std::vector<int> slots, tags;
+    int on;
+    bool defer;
+    explicit RemapBatch(const SlotModel &m)
+        : slots(gen_batch(F, m, slots_where(m, [&](int x) { return m.live_slot(x) && is_released(m, x); }))),
+          on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)), defer(*rc::gen::arbitrary<bool>()) {
+        for (size_t i = 0; i < slots.size(); ++i) tags.push_back(*rc::gen::inRange(1, 1 << 30));
+    }
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = batch_ok(F, m, slots) && live_requests(m) < 8;
+        RC_PRE(ok);
+        if (!(F & kBusy))
+            for (int x : slots) {
+                const bool ok = !m.live_slot(x) || is_released(m, x);
+                RC_PRE(ok);
+            }
+    }
+    uint32_t flags() const { return defer ? XMC_REMAP_DEFER_COPY : 0; }
+    std::vector<Source> sources() const { return std::vector<Source>(slots.size(), Source::Valid); }
+    void apply(SlotModel &m) const override { m.remap(slots, sources(), tags, flags()); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.remap(slots, sources(), tags, flags());
+        std::vector<xmc_slot *> h;
+        std::vector<const void *> src;
+        std::vector<size_t> bytes;
+        std::vector<void *> keep;
+        for (size_t i = 0; i < slots.size(); ++i) {
+            h.push_back(s.slots[slots[i]]);
+            size_t n = 0;
+            src.push_back(s.source(Source::Valid, s.info[slots[i]].size, tags[i], &n, &keep));
+            bytes.push_back(n);
+        }
+        xmc_request *r = nullptr;
+        const xmc_status got = s.api()->slot_remap_batch(s.inst(), h.data(), h.size(), s.on[on], src.data(),
+                                                         bytes.data(), flags(), &r);
+        RC_ASSERT(got == want);
+        if (got == XMC_OK) s.add_request(r, keep);
+        else s.forget(keep);
+    }
+    void show(std::ostream &os) const override {
+        os << "remap_batch(" << show_slots(slots) << (defer ? ", deferred" : "") << ", stream " << on << ")";
+    }
+};
+
+struct Launch : VmmCmd {
+    const unsigned F = t_mix;
+    int req = 0, on;
+    uint32_t index = 0;
+    explicit Launch(const SlotModel &m) : on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)) {
+        std::vector<std::pair<int, uint32_t>> good;  // launchable now
+        for (size_t r = 0; r < m.requests().size(); ++r)
+            for (uint32_t i = 0; i < m.requests()[r].slots.size(); ++i) {
+                SlotModel next = m;
+                if (next.launch(static_cast<int>(r), i) == XMC_OK) good.emplace_back(static_cast<int>(r), i);
+            }
+        const bool wild = (F & kRelaunch) && *rc::gen::inRange(0, 3) == 0;
+        if (good.empty() || wild) {
+            req = *any_of(m.requests().size());
+            index = static_cast<uint32_t>(*rc::gen::inRange(0, 3));
+        } else {
+            std::tie(req, index) = *rc::gen::elementOf(good);
+        }
+    }
+    void checkPreconditions(const SlotModel &m) const override {
+        RC_PRE(m.live_request(req));
+        if (F & kRelaunch) {
+            RC_PRE(index <= m.requests()[req].slots.size());
+        } else {
+            SlotModel next = m;
+            RC_PRE(next.launch(req, index) == XMC_OK);
+        }
+    }
+    void apply(SlotModel &m) const override { m.launch(req, index); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.launch(req, index);
+        RC_ASSERT(s.api()->request_launch_copy(s.inst(), s.reqs[req], index, s.on[on]) == want);
+    }
+    void show(std::ostream &os) const override {
+        os << "launch_copy(request" << req << ", slot index " << index << ", stream " << on << ")";
+    }
+};
+
+struct Wait : VmmCmd {
+    const unsigned F = t_mix;
+    int req;
+    explicit Wait(const SlotModel &m)
+        : req(*pick(requests_where(m, [](const auto &q) { return !q.worker_done; }), m.requests().size(), true)) {}
+    void checkPreconditions(const SlotModel &m) const override { RC_PRE(m.live_request(req)); }
+    void apply(SlotModel &m) const override { m.wait(req); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.wait(req);
+        const xmc_status got = s.api()->request_wait(s.inst(), s.reqs[req], kWaitMs);
+        if (got == XMC_ERR_TIMEOUT) {
+            s.env->leak();
+            g_stuck[s.backend] = "request" + std::to_string(req) + " was not finished after " +
+                                 std::to_string(kWaitMs) + " ms";
+            RC_FAIL(g_stuck[s.backend]);
+        }
+        RC_ASSERT(got == want);
+    }
+    void show(std::ostream &os) const override { os << "wait(request" << req << ")"; }
+};
+
+struct Adopt : VmmCmd {
+    const unsigned F = t_mix;
+    int req;
+    explicit Adopt(const SlotModel &m)
+        : req(*pick(requests_where(m, [](const auto &q) { return q.kind == RequestKind::Remap && !q.adopted; }),
+                    m.requests().size(), F & kBusy)) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        RC_PRE(m.live_request(req));
+        if (!(F & kBusy)) {
+            const auto &q = m.requests()[req];
+            const bool ok = q.kind == RequestKind::Remap && !q.adopted;
+            RC_PRE(ok);
+        }
+    }
+    void apply(SlotModel &m) const override { m.adopt(req); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.adopt(req);
+        RC_ASSERT(s.api()->request_adopt(s.inst(), s.reqs[req]) == want);
+    }
+    void show(std::ostream &os) const override { os << "adopt(request" << req << ")"; }
+};
+
+struct Destroy : VmmCmd {
+    const unsigned F = t_mix;
+    int req;
+    explicit Destroy(const SlotModel &m)
+        : req(*pick(requests_where(m, [](const auto &) { return true; }), m.requests().size(), false)) {}
+    void checkPreconditions(const SlotModel &m) const override { RC_PRE(m.live_request(req)); }
+    void apply(SlotModel &m) const override { m.destroy(req); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.destroy(req);
+        RC_ASSERT(s.api()->request_destroy(s.inst(), s.reqs[req]) == want);
+        auto &live = s.env->requests;
+        live.erase(std::remove(live.begin(), live.end(), s.reqs[req]), live.end());
+        s.forget(s.sources[req]);  // no copy reads them any more
+        s.sources[req].clear();
+    }
+    void show(std::ostream &os) const override { os << "destroy(request" << req << ")"; }
+};
+
+struct Close : VmmCmd {
+    const unsigned F = t_mix;
+    int slot;
+    explicit Close(const SlotModel &m)
+        : slot(*pick(slots_where(m, [&](int x) { return (F & kCloseAny) ? m.live_slot(x) : idle(m, x); }),
+                     m.slots().size(), F & kCloseAny)) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        if (F & kCloseAny) RC_PRE(nameable(F, m, slot));  // work in flight, or closed already
+        else RC_PRE(idle(m, slot));
+    }
+    void apply(SlotModel &m) const override { m.close(slot); }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        const xmc_status want = next.close(slot);
+        RC_ASSERT(s.api()->slot_close(s.inst(), s.slots[slot]) == want);
+        auto &open = s.env->slots;
+        open.erase(std::remove(open.begin(), open.end(), s.slots[slot]), open.end());
+    }
+    void show(std::ostream &os) const override { os << "close(slot" << slot << ")"; }
+};
+
+struct Query : VmmCmd {
+    const unsigned F = t_mix;
+    int req;
+    explicit Query(const SlotModel &m)
+        : req(*pick(requests_where(m, [](const auto &) { return true; }), m.requests().size(), false)) {}
+    void checkPreconditions(const SlotModel &m) const override { RC_PRE(m.live_request(req)); }
+    void apply(SlotModel &) const override {}
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        const model::ModelRequest &q = m.requests()[req];
+        xmc_request_info i{};
+        RC_ASSERT(s.api()->request_query(s.inst(), s.reqs[req], &i) == XMC_OK);
+        RC_ASSERT(i.slots == q.slots.size());
+        RC_ASSERT(i.adopted == (q.adopted ? 1u : 0u));
+        RC_ASSERT(i.status == XMC_OK);
+        if (q.worker_done) {
+            RC_ASSERT(i.done == 1);
+            RC_ASSERT(i.callback_fired == 1);
+            if (q.kind == RequestKind::Remap)
+                RC_ASSERT(i.copies_launched ==
+                          static_cast<uint32_t>(std::count(q.launched.begin(), q.launched.end(), true)));
+        }
+    }
+    void show(std::ostream &os) const override { os << "query(request" << req << ")"; }
+};
+
+// VMM-RELEASE-ORDER / VMM-REMAP-COPY: with nothing pending, the device's free
+// memory is what the slots holding memory leave.
+struct CheckMemory : VmmCmd {
+    const unsigned F = t_mix;
+    explicit CheckMemory(const SlotModel &) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        for (size_t r = 0; r < m.requests().size(); ++r)
+            RC_PRE(!m.live_request(static_cast<int>(r)) || m.requests()[r].worker_done);  // r is in range
+        for (const auto &x : m.slots()) RC_PRE(x.state != SlotState::ReleasePending);
+    }
+    void apply(SlotModel &) const override {}
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        uint64_t held = 0;
+        for (size_t i = 0; i < m.slots().size(); ++i)
+            if (m.holds_memory(static_cast<int>(i))) held += s.info[i].size;
+        uint64_t free_now = 0, total = 0;
+        RC_ASSERT(s.api()->device_free_memory(s.inst(), 0, &free_now, &total) == XMC_OK);
+        RC_ASSERT(free_now == s.free0 - held);
+    }
+    void show(std::ostream &os) const override { os << "check_free_memory()"; }
+};
+
+// VMM-EVENT-WAIT: a consumer told to wait for the request's copies reads
+// what they leave, whether or not they have finished. Only once the remap's
+// worker is known done: a driver refuses to enqueue a copy that names an
+// unmapped range (the told-before-the-copy-exists case, with the old mapping
+// still in place, is VMM_EVENT_WAIT_ConsumerToldBeforeTheCopyExistsWaitsForIt).
+struct StreamWait : VmmCmd {
+    const unsigned F = t_mix;
+    int req = 0;
+    uint32_t index = 0;
+    uint32_t where = *rc::gen::arbitrary<uint32_t>();
+    explicit StreamWait(const SlotModel &m) {
+        std::vector<std::pair<int, uint32_t>> good;  // copies started, mapping still the request's
+        for (size_t r = 0; r < m.requests().size(); ++r)
+            for (uint32_t i = 0; i < m.requests()[r].slots.size(); ++i)
+                if (m.requests()[r].worker_done && m.after_copies(static_cast<int>(r), i) != kNoTag)
+                    good.emplace_back(static_cast<int>(r), i);
+        if (!good.empty()) std::tie(req, index) = *rc::gen::elementOf(good);
+    }
+    void checkPreconditions(const SlotModel &m) const override {
+        // One bool: RC_PRE's decomposition does not short-circuit.
+        const bool ok = m.live_request(req) && m.requests()[req].worker_done && m.after_copies(req, index) != kNoTag;
+        RC_PRE(ok);
+    }
+    void apply(SlotModel &) const override {}
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        RC_ASSERT(s.api()->request_stream_wait(s.inst(), s.reqs[req], s.consumer) == XMC_OK);
+        RC_ASSERT(s.check(m.requests()[req].slots[index], s.consumer, m.after_copies(req, index), where));
+    }
+    void show(std::ostream &os) const override {
+        os << "consumer_waits_and_reads(request" << req << ", slot index " << index << ")";
+    }
+};
+
+// Random sequences of the commands Cmds (a command listed twice is drawn twice
+// as often), drawing the refusals of `mix`, agree with the model on `backend`
+// opened with `options`.
+template <class... Cmds>
+void run_stateful(unsigned mix, const std::string &backend, const std::string &options) {
+    t_mix = mix;
+    g_stuck.clear();
+    check_stateful<SlotModel, VmmSut>(backend, SlotModel{}, vmm_sut_factory(options), [](const SlotModel &m) {
+        return rc::state::gen::execOneOfWithArgs<Cmds...>()(m);
+    });
+}
+
+} // namespace xmc::conformance::vmm_commands
