@@ -3,7 +3,7 @@
 // checked against the real one.
 //
 //   xmc_cuda_probe [--driver PATH] [--out FILE] [--replay FILE] [--case NAME]...
-//                  [--strict] [--timeout SECONDS] [--list]
+//                  [--strict] [--timeout SECONDS] [--jobs N] [--list] [--timing]
 //
 //   --driver PATH   the driver library to dlopen (default libcuda.so.1)
 //   --out FILE      write the recording (format: probe_format.h) to FILE
@@ -13,14 +13,25 @@
 //                   or (on the fake) left live objects in the fake's ledger;
 //                   with --out, also re-read the file and check every case
 //                   that ran is in it exactly once
-//   --timeout S     per-case time limit (default 30 s)
+//   --timeout S     per-case time limit (default 10 s; no case needs more than
+//                   a few seconds, and a hung one should not cost the run)
+//   --jobs N        run up to N cases at once (default 4); a case marked
+//                   `alone` runs with no other in flight
 //   --list          print the case names and what each does, then exit
+//   --timing        print each case's wall time (ms) to stderr
 //
 // Each case runs in its own forked child that dlopens the driver, calls cuInit,
 // runs the case and cleans up what it created, so a case that crashes or
 // hangs (a driver call from a host callback may deadlock) cannot disturb the
 // others. The parent never loads the driver. The result line of every case is
-// printed to stdout and, with --out, written to the file.
+// printed to stdout and, with --out, written to the file, in the list's order.
+//
+// Most of a case's time on a real driver is the child's cuInit and context
+// creation (about 0.35 s on an H200), which the driver partly serialises
+// across processes: four children at once give about 1.8 times the rate of
+// one (measured, driver 580), which keeps a whole run near one minute. Cases
+// whose answer depends on timing, on the device's free memory, that fault the
+// GPU or fork a peer are marked `alone` and never overlap another.
 //
 // The cases and the loading of the driver are in probe_cases.cpp; this file
 // runs them and writes or replays the recording (probe_format.h). Entry points
@@ -30,6 +41,7 @@
 // against this cuda.h would link to. Only cuda.h's types are used; nothing is
 // linked from the CUDA toolkit.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -37,6 +49,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -44,6 +57,7 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <set>
 #include <string>
 #include <vector>
@@ -60,6 +74,7 @@ using namespace xmc::probe;
 struct ChildResult {
     Outcome o;
     bool leak = false;
+    int64_t ms = 0;  // wall time of the child, fork to exit
 };
 
 // Child side: load, set up, run, tear down, report through fd. Returns the exit status.
@@ -106,6 +121,8 @@ int run_child(const Case& c, const std::string& driver_path, int fd) {
         o = c.fn(p);
     } catch (const SetupFailed& f) {
         o = Outcome{"SETUP_FAILED", static_cast<int64_t>(f.r), f.call + " -> " + result_name(p.d, f.r)};
+    } catch (const MissingEntry& m) {
+        o = word("missing_entry", 0, std::string(m.name) + " is not exported by this driver");
     }
     if (retained[0] || retained[1]) p.d.cuCtxSetCurrent(nullptr);
     for (int i = 0; i < 2; ++i)
@@ -129,12 +146,24 @@ int run_child(const Case& c, const std::string& driver_path, int fd) {
     return 0;
 }
 
-ChildResult run_case(const Case& c, const std::string& driver_path, int timeout_s) {
-    ChildResult cr;
+// Parent side: a child in flight, its pipe, and when it must be done.
+struct Child {
+    size_t index = 0;  // in the list being run
+    pid_t pid = -1;
+    int fd = -1;
+    std::string buf;
+    std::chrono::steady_clock::time_point start, deadline;
+};
+
+// Forks the child of case c; pid -1 (and *failed set) when it cannot.
+Child start_child(const Case& c, const std::string& driver_path, int timeout_s, ChildResult* failed) {
+    Child ch;
+    ch.start = std::chrono::steady_clock::now();
+    ch.deadline = ch.start + std::chrono::seconds(timeout_s);
     int fds[2];
-    if (pipe(fds) != 0) {
-        cr.o = word("NO_RESULT", -1, std::string("pipe: ") + std::strerror(errno));
-        return cr;
+    if (pipe2(fds, O_CLOEXEC) != 0) {
+        failed->o = word("NO_RESULT", -1, std::string("pipe: ") + std::strerror(errno));
+        return ch;
     }
     std::fflush(stdout);
     std::fflush(stderr);
@@ -142,8 +171,8 @@ ChildResult run_case(const Case& c, const std::string& driver_path, int timeout_
     if (pid < 0) {
         close(fds[0]);
         close(fds[1]);
-        cr.o = word("NO_RESULT", -1, std::string("fork: ") + std::strerror(errno));
-        return cr;
+        failed->o = word("NO_RESULT", -1, std::string("fork: ") + std::strerror(errno));
+        return ch;
     }
     if (pid == 0) {
         close(fds[0]);
@@ -152,31 +181,21 @@ ChildResult run_case(const Case& c, const std::string& driver_path, int timeout_
         _exit(st);  // skip the driver's and the runtime's exit handlers' surprises
     }
     close(fds[1]);
-    std::string buf;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
-    bool timed_out = false;
-    for (;;) {
-        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                        deadline - std::chrono::steady_clock::now())
-                        .count();
-        if (left <= 0) {
-            timed_out = true;
-            break;
-        }
-        pollfd pf{fds[0], POLLIN, 0};
-        int pr = poll(&pf, 1, static_cast<int>(left > 1000 ? 1000 : left));
-        if (pr < 0 && errno == EINTR) continue;
-        if (pr <= 0) continue;
-        char tmp[1024];
-        ssize_t n = read(fds[0], tmp, sizeof tmp);
-        if (n <= 0) break;  // EOF: the child is done (or dead)
-        buf.append(tmp, static_cast<size_t>(n));
-    }
-    close(fds[0]);
-    if (timed_out) kill(pid, SIGKILL);
+    ch.pid = pid;
+    ch.fd = fds[0];
+    return ch;
+}
+
+// Reaps a child whose pipe reached EOF (or that timed out: then it is
+// killed first) and parses its report.
+ChildResult finish_child(Child& ch, bool timed_out, int timeout_s) {
+    ChildResult cr;
+    close(ch.fd);
+    if (timed_out) kill(ch.pid, SIGKILL);
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    while (waitpid(ch.pid, &status, 0) < 0 && errno == EINTR) {
     }
+    cr.ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - ch.start).count();
     if (timed_out) {
         cr.o = word("TIMEOUT", -1, "no result within " + std::to_string(timeout_s) + " s");
         return cr;
@@ -184,12 +203,12 @@ ChildResult run_case(const Case& c, const std::string& driver_path, int timeout_
     // parse "result \t code \t leak \t note \n"
     std::vector<std::string> f;
     std::string cur;
-    for (char ch : buf) {
-        if (ch == '\t' && f.size() < 3) {
+    for (char c : ch.buf) {
+        if (c == '\t' && f.size() < 3) {
             f.push_back(cur);
             cur.clear();
-        } else if (ch != '\n') {
-            cur.push_back(ch);
+        } else if (c != '\n') {
+            cur.push_back(c);
         }
     }
     f.push_back(cur);
@@ -207,6 +226,75 @@ ChildResult run_case(const Case& c, const std::string& driver_path, int timeout_
         cr.o = word("NO_RESULT", -1, "child exited with status " + std::to_string(WEXITSTATUS(status)));
     }
     return cr;
+}
+
+// Runs the cases, up to `jobs` children at once; a case marked `alone` runs
+// with no other child in flight (it measures time or device memory, faults
+// the GPU, or forks a peer). `done(i, result)` is called in list order.
+void run_cases(const std::vector<const Case*>& todo, const std::string& driver_path, int timeout_s, int jobs,
+               const std::function<void(size_t, const ChildResult&)>& done) {
+    std::vector<ChildResult> results(todo.size());
+    std::vector<bool> ready(todo.size(), false);
+    std::vector<Child> flight;
+    size_t next = 0, emitted = 0;
+    bool alone_in_flight = false;
+    while (emitted < todo.size()) {
+        while (next < todo.size() && !alone_in_flight && static_cast<int>(flight.size()) < jobs) {
+            const Case& c = *todo[next];
+            if (c.alone && !flight.empty()) break;  // wait until the others are done
+            ChildResult failed;
+            Child ch = start_child(c, driver_path, timeout_s, &failed);
+            ch.index = next++;
+            if (ch.pid < 0) {
+                results[ch.index] = failed;
+                ready[ch.index] = true;
+                continue;
+            }
+            alone_in_flight = c.alone;
+            flight.push_back(std::move(ch));
+        }
+        if (!flight.empty()) {
+            std::vector<pollfd> pf;
+            auto now = std::chrono::steady_clock::now();
+            int wait_ms = 1000;
+            for (const Child& ch : flight) {
+                pf.push_back(pollfd{ch.fd, POLLIN, 0});
+                auto left = std::chrono::duration_cast<std::chrono::milliseconds>(ch.deadline - now).count();
+                wait_ms = static_cast<int>(std::max<int64_t>(0, std::min<int64_t>(wait_ms, left)));
+            }
+            int pr = poll(pf.data(), pf.size(), wait_ms);
+            if (pr < 0 && errno != EINTR) pr = 0;
+            now = std::chrono::steady_clock::now();
+            for (size_t k = flight.size(); k-- > 0;) {
+                Child& ch = flight[k];
+                bool eof = false;
+                if (pr > 0 && (pf[k].revents & (POLLIN | POLLHUP | POLLERR))) {
+                    char tmp[1024];
+                    ssize_t n = read(ch.fd, tmp, sizeof tmp);
+                    if (n > 0)
+                        ch.buf.append(tmp, static_cast<size_t>(n));
+                    else if (n == 0 || errno != EINTR)
+                        eof = true;  // the child is done (or dead)
+                }
+                bool timed_out = !eof && now >= ch.deadline;
+                if (!eof && !timed_out) continue;
+                results[ch.index] = finish_child(ch, timed_out, timeout_s);
+                ready[ch.index] = true;
+                if (todo[ch.index]->alone) alone_in_flight = false;
+                flight.erase(flight.begin() + static_cast<std::ptrdiff_t>(k));
+            }
+        }
+        while (emitted < todo.size() && ready[emitted]) {
+            done(emitted, results[emitted]);
+            ++emitted;
+        }
+    }
+}
+
+ChildResult run_case(const Case& c, const std::string& driver_path, int timeout_s) {
+    ChildResult out;
+    run_cases({&c}, driver_path, timeout_s, 1, [&](size_t, const ChildResult& r) { out = r; });
+    return out;
 }
 
 // Driver facts for the recording's header, from one more child; also whether
@@ -242,7 +330,7 @@ bool is_verdict(const std::string& result) {
 void usage(std::FILE* f) {
     std::fprintf(f,
                  "usage: xmc_cuda_probe [--driver PATH] [--out FILE] [--replay FILE] [--case NAME]...\n"
-                 "                      [--strict] [--timeout SECONDS] [--list]\n");
+                 "                      [--strict] [--timeout SECONDS] [--jobs N] [--list] [--timing]\n");
 }
 
 }  // namespace
@@ -250,8 +338,8 @@ void usage(std::FILE* f) {
 int main(int argc, char** argv) {
     std::string driver = "libcuda.so.1", out_path, replay_path;
     std::set<std::string> only;
-    bool strict = false, list = false;
-    int timeout_s = 30;
+    bool strict = false, list = false, timing_each = false;
+    int timeout_s = 10, jobs = 4;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         auto need = [&](const char* what) -> std::string {
@@ -268,11 +356,19 @@ int main(int argc, char** argv) {
         else if (a == "--case") only.insert(need("a case name"));
         else if (a == "--strict") strict = true;
         else if (a == "--list") list = true;
+        else if (a == "--timing") timing_each = true;
         else if (a == "--timeout") {
             std::string v = need("seconds");
             timeout_s = std::atoi(v.c_str());
             if (timeout_s <= 0 || timeout_s > 3600) {
                 std::fprintf(stderr, "xmc_cuda_probe: bad --timeout '%s'\n", v.c_str());
+                return 2;
+            }
+        } else if (a == "--jobs") {
+            std::string v = need("a number");
+            jobs = std::atoi(v.c_str());
+            if (jobs <= 0 || jobs > 64) {
+                std::fprintf(stderr, "xmc_cuda_probe: bad --jobs '%s'\n", v.c_str());
                 return 2;
             }
         } else if (a == "--help" || a == "-h") {
@@ -312,11 +408,17 @@ int main(int argc, char** argv) {
     std::string facts = driver_facts(driver, timeout_s, is_fake);
     std::printf("# driver %s: %s\n", driver.c_str(), facts.c_str());
 
+    std::vector<const Case*> todo;
+    for (const Case& c : cases())
+        if (only.empty() || only.count(c.name) != 0) todo.push_back(&c);
     std::vector<Record> results;
-    int crashes = 0, leaks = 0;
-    for (const Case& c : cases()) {
-        if (!only.empty() && only.count(c.name) == 0) continue;
-        ChildResult cr = run_case(c, driver, timeout_s);
+    int crashes = 0, leaks = 0, missing = 0;
+    auto run_start = std::chrono::steady_clock::now();
+    std::vector<std::pair<int64_t, std::string>> times;  // (ms, case): the slowest go in the summary
+    run_cases(todo, driver, timeout_s, jobs, [&](size_t i, const ChildResult& cr) {
+        const Case& c = *todo[i];
+        times.emplace_back(cr.ms, c.name);
+        if (timing_each) std::fprintf(stderr, "%s\t%lld ms\n", c.name, static_cast<long long>(cr.ms));
         Record r;
         r.name = c.name;
         r.result = cr.o.result;
@@ -324,10 +426,23 @@ int main(int argc, char** argv) {
         r.note = cr.o.note;
         if (cr.leak) ++leaks;
         if (is_verdict(r.result)) ++crashes;
+        if (r.result == "missing_entry") ++missing;
         std::printf("%s\n", xmc::probe::format_record(r).c_str());
         std::fflush(stdout);
         results.push_back(std::move(r));
-    }
+    });
+
+    // How long the run took, and its slowest cases: a whole run must stay well
+    // under two minutes on a real driver (most of a case is the child's cuInit).
+    double run_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
+    std::sort(times.rbegin(), times.rend());
+    char secs[32];
+    std::snprintf(secs, sizeof secs, "%.1f", run_s);
+    std::string timing = std::to_string(results.size()) + " cases in " + secs + " s (" + std::to_string(missing) +
+                         " missing_entry); slowest:";
+    for (size_t i = 0; i < times.size() && i < 5; ++i)
+        timing += " " + times[i].second + " " + std::to_string(times[i].first) + " ms";
+    std::printf("# %s\n", timing.c_str());
 
     int status = 0;
     if (!out_path.empty()) {
@@ -342,7 +457,8 @@ int main(int argc, char** argv) {
         f << "# xmc_cuda_probe recording, format " << xmc::probe::kFormatVersion << "\n"
           << "# columns: case <TAB> result <TAB> code [<TAB> note]; see hardware/probe/probe_format.h\n"
           << "# driver " << driver << ": " << facts << "\n"
-          << "# recorded " << date << "\n";
+          << "# recorded " << date << "\n"
+          << "# " << timing << "\n";
         for (const Record& r : results) f << xmc::probe::format_record(r) << "\n";
         f.close();
         if (!f) {

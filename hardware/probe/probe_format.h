@@ -21,6 +21,15 @@
  *             at_release / at_unmap / never   when memory was returned
  *             skipped            the case could not run here (e.g. it needs two
  *                                devices); never compared
+ *             missing_entry      the driver does not export an entry point the
+ *                                case calls (code 0; the note names it): the
+ *                                probe resolves the capture, graph and IPC entry
+ *                                points as optional, so it still runs every
+ *                                case on a driver (the fake today) that lacks
+ *                                them. It is an answer, not a verdict, and is
+ *                                compared like one: against a recording of the
+ *                                real driver it is a mismatch until the fake
+ *                                exports the entry point
  *           or a probe verdict: SETUP_FAILED (a call before the one under test
  *           failed; code is its CUresult), CRASHED_SIGNAL_<n>, TIMEOUT,
  *           NO_RESULT.
