@@ -104,7 +104,10 @@ struct SweepEnv {
 class Run {
 public:
     Run(const SweepEnv &env, const Site *site) : api(env.api), env_(env), site_(site) {
-        env_.control->set_faults(site ? env_.hooks->fail_call(site->entry, site->j).c_str() : "");
+        // A script the fake refuses would inject nothing, and the run would pass as if the fault were handled.
+        const std::string script = site ? env_.hooks->fail_call(site->entry, site->j) : "";
+        if (env_.control->set_faults(script.c_str()) != 0)
+            problems.push_back("the fake refused the fault script '" + script + "'");
         start_ = env_.hooks->counts();
         start_total_ = env_.hooks->call_count(nullptr);
         besides_contexts_ = env_.control->objects_besides_contexts();

@@ -189,11 +189,12 @@ struct FaultHook {
     std::string script;
     int64_t code = 0;  // the native code the failure must carry
     std::string why;   // empty when there is a hook
+    // A script the fake refuses would inject nothing: the test would pass with no failure to handle.
     void arm() const {
-        if (driver) driver->set_faults(script.c_str());
+        if (driver) { ASSERT_EQ(driver->set_faults(script.c_str()), 0) << "the fake refused the fault script '" << script << "'"; }
     }
     void disarm() const {
-        if (driver) driver->set_faults("");
+        if (driver) { EXPECT_EQ(driver->set_faults(""), 0); }
     }
 };
 FaultHook fault_hook(const xmc_backend *api, bool unmap, int k);

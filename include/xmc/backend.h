@@ -66,7 +66,9 @@ typedef enum xmc_status {
     XMC_ERR_REFUSED = 14,           /* a transfer request was refused by validation/agreement */
     XMC_ERR_PEER_FAILED = 15,       /* another rank of the group failed */
     XMC_ERR_NO_DEVICE = 16,         /* device index out of range */
-    XMC_STATUS_COUNT_ = 17
+    XMC_ERR_TOO_LARGE = 17,         /* above a per-call limit the backend declares and does not split (0.2) */
+    XMC_ERR_CAPTURING = 18,         /* the stream is capturing a graph, which the call may not join (0.2) */
+    XMC_STATUS_COUNT_ = 19
 } xmc_status;
 
 /* ---- capabilities ------------------------------------------------------ */
@@ -79,7 +81,11 @@ typedef uint64_t xmc_caps;
 #define XMC_CAP_COPY         (1ull << 5)
 #define XMC_CAP_VMM          (1ull << 6)
 #define XMC_CAP_TRANSFER     (1ull << 7)
-#define XMC_CAP_COUNT_       8
+#define XMC_CAP_GRAPH        (1ull << 8)   /* (0.2) stream capture into graphs, and their launch */
+#define XMC_CAP_REGISTER_PORTABLE (1ull << 9)  /* (0.2) reg_register with XMC_REG_PORTABLE: every device */
+#define XMC_CAP_PIN_DRIVER   (1ull << 10)  /* (0.2) pages pinned by the device driver, not by mlock */
+#define XMC_CAP_PIN_CACHE    (1ull << 11)  /* (0.2) free hands a block to the backend's pool */
+#define XMC_CAP_COUNT_       12
 
 /* ---- error detail ------------------------------------------------------ */
 typedef struct xmc_error_info {
@@ -134,6 +140,9 @@ typedef struct xmc_pin_stats {
 } xmc_pin_stats;
 
 /* ---- registration ------------------------------------------------------ */
+/* reg_register flags */
+#define XMC_REG_PORTABLE 1u  /* (0.2, register_portable) usable by every device, not only `device` */
+
 typedef enum xmc_reg_align_policy {
     XMC_REG_ALIGN_REFUSE = 0, /* unaligned address or size: XMC_ERR_INVALID_ARGUMENT */
     XMC_REG_ALIGN_ROUND = 1   /* rounded out to pages; the rounded base is recorded */
@@ -427,6 +436,8 @@ static inline const char *xmc_status_string(xmc_status s) {
     case XMC_ERR_REFUSED: return "refused";
     case XMC_ERR_PEER_FAILED: return "peer_failed";
     case XMC_ERR_NO_DEVICE: return "no_device";
+    case XMC_ERR_TOO_LARGE: return "too_large";
+    case XMC_ERR_CAPTURING: return "capturing";
     default: return "unknown_status";
     }
 }
@@ -441,6 +452,10 @@ static inline const char *xmc_cap_string(xmc_caps single_cap) {
     case XMC_CAP_COPY: return "copy";
     case XMC_CAP_VMM: return "vmm";
     case XMC_CAP_TRANSFER: return "transfer";
+    case XMC_CAP_GRAPH: return "graph";
+    case XMC_CAP_REGISTER_PORTABLE: return "register_portable";
+    case XMC_CAP_PIN_DRIVER: return "pin_driver";
+    case XMC_CAP_PIN_CACHE: return "pin_cache";
     default: return "unknown_capability";
     }
 }
