@@ -8,7 +8,12 @@
 //   cuDeviceGet(ordinal >= count)           CUDA_ERROR_INVALID_DEVICE
 //   cuDevicePrimaryCtxRelease, not retained CUDA_ERROR_INVALID_CONTEXT
 //   cuCtxPopCurrent with an empty stack     CUDA_ERROR_INVALID_CONTEXT
-#include <sys/mman.h>
+//   cuCtxPushCurrent(NULL)                  CUDA_ERROR_INVALID_VALUE
+//   cuCtxPushCurrent of a primary context
+//     released to no retains                CUDA_SUCCESS; calls in it answer
+//                                           CUDA_ERROR_CONTEXT_IS_DESTROYED
+//   cuCtxEnablePeerAccess(NULL)             CUDA_ERROR_INVALID_CONTEXT
+//   cuCtxEnablePeerAccess of itself         CUDA_ERROR_PEER_ACCESS_UNSUPPORTED
 
 #include <cstdio>
 #include <cstring>
@@ -30,9 +35,18 @@ Context* find_ctx_locked(uint64_t handle) {
 
 Context* current_ctx_locked(CUresult* err, bool check_sticky) {
     std::vector<uint64_t>& st = ctx_stack();
-    Context* c = st.empty() ? nullptr : find_ctx_locked(st.back());
-    if (c == nullptr) {
+    State& g = state();
+    auto it = st.empty() ? g.contexts.end() : g.contexts.find(st.back());
+    if (it == g.contexts.end()) {
         *err = CUDA_ERROR_INVALID_CONTEXT;
+        return nullptr;
+    }
+    Context* c = it->second.get();
+    if (!c->alive) {
+        // Only a primary context stays known while not alive: released to no
+        // retains, and still current (recorded: cuMemAlloc there answers
+        // CUDA_ERROR_CONTEXT_IS_DESTROYED, ctx_released_primary_mem_alloc).
+        *err = c->primary ? CUDA_ERROR_CONTEXT_IS_DESTROYED : CUDA_ERROR_INVALID_CONTEXT;
         return nullptr;
     }
     if (check_sticky && c->sticky != CUDA_SUCCESS) {
@@ -141,10 +155,8 @@ void destroy_context_locked(std::unique_lock<std::mutex>& lk, Context* c) {
     }
     for (auto it = g.allocations.begin(); it != g.allocations.end();) {
         if (it->second.ctx == h) {
-            g.devices[static_cast<size_t>(it->second.ordinal)].used -= it->second.mapped;
-            ::munmap(reinterpret_cast<void*>(it->second.base), it->second.mapped);
             ++g.reclaimed;
-            it = g.allocations.erase(it);
+            free_allocation_locked(it++);
         } else {
             ++it;
         }
@@ -442,10 +454,16 @@ XMC_FAKE_EXPORT CUresult cuCtxGetDevice(CUdevice* dev) {
     return CUDA_SUCCESS;
 }
 
+// A primary context released to no retains keeps its handle: it is pushed,
+// and the calls made in it answer CUDA_ERROR_CONTEXT_IS_DESTROYED (recorded:
+// ctx_push_released_primary, ctx_released_primary_mem_alloc).
 XMC_FAKE_EXPORT CUresult cuCtxPushCurrent_v2(CUcontext ctx) {
     FAKE_ENTER("cuCtxPushCurrent_v2");
-    std::lock_guard<std::mutex> lk(state().mu);
-    if (find_ctx_locked(from_handle(ctx)) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    auto it = g.contexts.find(from_handle(ctx));
+    if (it == g.contexts.end() || (!it->second->alive && !it->second->primary)) return CUDA_ERROR_INVALID_CONTEXT;
     push_ctx(from_handle(ctx));
     return CUDA_SUCCESS;
 }
@@ -491,9 +509,11 @@ XMC_FAKE_EXPORT CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flag
     Context* c = current_ctx_locked(&err);
     if (c == nullptr) return err;
     if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    // Recorded (enable_peer_access_null, _self): a NULL peer is an invalid
+    // context; a device cannot be its own peer (cuDeviceCanAccessPeer(d, d) is 0).
     Context* p = find_ctx_locked(from_handle(peer));
-    if (p == nullptr) return CUDA_ERROR_INVALID_HANDLE;
-    if (p->ordinal == c->ordinal) return CUDA_ERROR_INVALID_DEVICE;
+    if (p == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+    if (p->ordinal == c->ordinal) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
     if (!c->peers.insert(p->handle).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
     return CUDA_SUCCESS;
 }

@@ -87,6 +87,10 @@ struct Allocation {  // cuMemAlloc
     int ordinal = 0;
 };
 
+struct FreedRange {  // cuMemFree'd device memory, kept reserved (PROT_NONE) until reused
+    size_t size = 0;    // bytes (page multiple)
+};
+
 struct Registration {  // cuMemHostRegister
     uintptr_t base = 0;
     size_t size = 0;
@@ -206,6 +210,7 @@ struct State {
     std::vector<std::shared_ptr<Stream>> retired;       // destroyed, worker still draining
     std::map<uint64_t, std::shared_ptr<Event>> events;
     std::map<uintptr_t, Allocation> allocations;        // by base
+    std::map<uintptr_t, FreedRange> freed;              // by base, disjoint, adjacent ones merged
     std::map<uintptr_t, Registration> registrations;    // by host base
     std::map<uintptr_t, Reservation> reservations;      // by base
     std::map<uint64_t, PhysHandle> handles;
@@ -295,6 +300,15 @@ void destroy_context_locked(std::unique_lock<std::mutex>& lk, Context* c);
 uintptr_t device_to_host_locked(uintptr_t addr, size_t n);
 // True when [addr, addr+n) touches a VMM reservation (device-only memory).
 bool in_reservation_locked(uintptr_t addr, size_t n);
+// True when [addr, addr+n) touches device memory: an allocation (its whole
+// mapping), freed device memory, or a VMM reservation. A copy's side that is
+// not held by one allocation, mapping or registration is host memory only
+// when this is false (recorded: a copy one byte past an allocation,
+// copy_1d_past_end, is CUDA_ERROR_INVALID_VALUE).
+bool in_device_range_locked(uintptr_t addr, size_t n);
+// cuMemFree of one allocation (also context destruction): its memory goes
+// back to the device, its range stays reserved as freed device memory.
+void free_allocation_locked(std::map<uintptr_t, Allocation>::iterator it);
 
 // Frees everything (reset and unload). Releases and reacquires lk.
 void free_all_locked(std::unique_lock<std::mutex>& lk);

@@ -9,7 +9,11 @@
 //   - any overlap with a registered range, also from another device's
 //     context: CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (reg_overlap_*, reg2_*);
 //   - null, zero size, unknown flags, unmapped memory, read-only memory
-//     without CU_MEMHOSTREGISTER_READ_ONLY, device memory: CUDA_ERROR_INVALID_VALUE;
+//     without CU_MEMHOSTREGISTER_READ_ONLY, device memory, and
+//     CU_MEMHOSTREGISTER_IOMEMORY (the fake has no I/O memory; recorded on
+//     anonymous memory, reg_iomemory_flag): CUDA_ERROR_INVALID_VALUE;
+//   - a range larger than the machine's memory: CUDA_ERROR_OUT_OF_MEMORY, even
+//     when it is not mapped at all (reg_huge_prot_none);
 //   - unregister of a registered base succeeds from any context or none; of
 //     an interior address CUDA_ERROR_INVALID_VALUE (nothing changes); of null
 //     CUDA_ERROR_INVALID_VALUE; of anything else (never registered, already
@@ -21,6 +25,11 @@
 //     driver does not know;
 //   - registering, allocating, cuMemGetInfo and cuMemHostGetDevicePointer with
 //     no current context: CUDA_ERROR_INVALID_CONTEXT.
+//
+// Device memory: freed memory stays reserved (PROT_NONE) and known as device
+// memory until cuMemAlloc reuses it, so a copy from a freed pointer is refused
+// instead of the fake reading an unmapped page as host memory (a SIGSEGV of
+// the fake, not an answer of the driver's).
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -35,6 +44,7 @@ namespace xmc_fake {
 namespace {
 
 size_t page_size() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
+size_t physical_memory() { return static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * page_size(); }
 
 // The entry of `m` (keyed by base, entries disjoint) whose [base, base+size)
 // holds addr, or end().
@@ -97,6 +107,45 @@ bool in_reservation_locked(uintptr_t addr, size_t n) {
     return overlaps(state().reservations, addr, n == 0 ? 1 : n);
 }
 
+bool in_device_range_locked(uintptr_t addr, size_t n) {
+    State& g = state();
+    if (n == 0) n = 1;
+    const uintptr_t last = addr + n - 1 < addr ? UINTPTR_MAX : addr + n - 1;
+    // Allocations by their whole mapping: the bytes past the asked size up to
+    // the page's end are nobody's host memory either.
+    auto a = g.allocations.upper_bound(last);
+    if (a != g.allocations.begin() && std::prev(a)->first + std::prev(a)->second.mapped > addr) return true;
+    auto f = g.freed.upper_bound(last);
+    if (f != g.freed.begin() && std::prev(f)->first + std::prev(f)->second.size > addr) return true;
+    return in_reservation_locked(addr, n);
+}
+
+void free_allocation_locked(std::map<uintptr_t, Allocation>::iterator it) {
+    State& g = state();
+    const Allocation a = it->second;
+    g.allocations.erase(it);
+    g.devices[static_cast<size_t>(a.ordinal)].used -= a.mapped;
+    // Fresh PROT_NONE pages over the range: the contents go, the address stays ours.
+    void* p = ::mmap(reinterpret_cast<void*>(a.base), a.mapped, PROT_NONE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    if (p == MAP_FAILED) {  // cannot keep it: give it back (a later copy from it reads unmapped memory)
+        ::munmap(reinterpret_cast<void*>(a.base), a.mapped);
+        return;
+    }
+    uintptr_t base = a.base;
+    size_t size = a.mapped;
+    auto next = g.freed.lower_bound(base);
+    if (next != g.freed.end() && next->first == base + size) {  // merge with the range after
+        size += next->second.size;
+        next = g.freed.erase(next);
+    }
+    if (next != g.freed.begin() && std::prev(next)->first + std::prev(next)->second.size == base) {
+        std::prev(next)->second.size += size;  // and with the range before
+        return;
+    }
+    g.freed[base] = FreedRange{size};
+}
+
 uintptr_t device_to_host_locked(uintptr_t addr, size_t n) {
     State& g = state();
     if (n == 0) n = 1;
@@ -138,8 +187,18 @@ XMC_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     if (bytesize > d.total) return CUDA_ERROR_OUT_OF_MEMORY;
     size_t mapped = (bytesize + ps - 1) / ps * ps;
     if (mapped > d.total - d.used) return CUDA_ERROR_OUT_OF_MEMORY;
-    void* p = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    // Freed device memory first (first fit), so freed ranges do not pile up.
+    auto f = g.freed.begin();
+    while (f != g.freed.end() && f->second.size < mapped) ++f;
+    void* hint = f != g.freed.end() ? reinterpret_cast<void*>(f->first) : nullptr;
+    void* p = mmap(hint, mapped, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | (hint != nullptr ? MAP_FIXED : 0), -1, 0);
     if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (hint != nullptr) {
+        const FreedRange rest{f->second.size - mapped};
+        g.freed.erase(f);
+        if (rest.size > 0) g.freed[reinterpret_cast<uintptr_t>(p) + mapped] = rest;
+    }
     Allocation a;
     a.base = reinterpret_cast<uintptr_t>(p);
     a.size = bytesize;
@@ -161,9 +220,7 @@ XMC_FAKE_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     std::lock_guard<std::mutex> lk(g.mu);
     auto it = g.allocations.find(dptr);
     if (it == g.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
-    g.devices[static_cast<size_t>(it->second.ordinal)].used -= it->second.mapped;
-    munmap(reinterpret_cast<void*>(it->second.base), it->second.mapped);
-    g.allocations.erase(it);
+    free_allocation_locked(it);
     return CUDA_SUCCESS;
 }
 
@@ -174,10 +231,10 @@ XMC_FAKE_EXPORT CUresult cuMemGetInfo_v2(size_t* free_bytes, size_t* total_bytes
     CUresult err = CUDA_SUCCESS;
     Context* c = current_ctx_locked(&err);
     if (c == nullptr) return err;
-    if (free_bytes == nullptr || total_bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    // Recorded: a NULL result is skipped, not refused (mem_get_info_null).
     const Device& d = g.devices[static_cast<size_t>(c->ordinal)];
-    *free_bytes = d.total - d.used;
-    *total_bytes = d.total;
+    if (free_bytes != nullptr) *free_bytes = d.total - d.used;
+    if (total_bytes != nullptr) *total_bytes = d.total;
     return CUDA_SUCCESS;
 }
 
@@ -191,6 +248,7 @@ XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
     const unsigned known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
                            CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
     if (flags & ~known) return CUDA_ERROR_INVALID_VALUE;
+    if (flags & CU_MEMHOSTREGISTER_IOMEMORY) return CUDA_ERROR_INVALID_VALUE;  // no I/O memory here
     bool read_only = (flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0;
     bool usable = host_range_usable(base, bytesize, !read_only);  // reads /proc: outside the lock
     State& g = state();
@@ -207,6 +265,7 @@ XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
     if (overlaps(g.allocations, base, bytesize) || in_reservation_locked(base, bytesize))
         return CUDA_ERROR_INVALID_VALUE;  // device memory (recorded: reg_device_memory)
     if (overlaps(g.registrations, base, bytesize)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    if (bytesize > physical_memory()) return CUDA_ERROR_OUT_OF_MEMORY;  // whether mapped or not (recorded)
     if (!usable) return CUDA_ERROR_INVALID_VALUE;
     Registration r;
     r.base = base;

@@ -4,10 +4,12 @@
 //
 // As everywhere in the fake, device memory is host memory, so the copy is a row-by-row memmove
 // run in order by the stream's worker. Checked when enqueued, like the real driver: a NULL
-// description, a level of detail, arrays (not modelled), pitches under the width, slice heights
-// under the height, a context that is not alive for a device side, memory that no allocation,
-// accessible mapping or registration holds. Checked again when it runs: memory freed in between
-// is CUDA_ERROR_ILLEGAL_ADDRESS, which becomes the context's sticky error.
+// description, arrays (not modelled; a NULL one is CUDA_ERROR_INVALID_VALUE), pitches under the
+// width, slice heights under the height, a context that is not alive for a device side (a NULL
+// one is no error: recorded, memcpy_3d_peer_null_context, the addresses decide), memory that no
+// allocation, accessible mapping or registration holds. A level of detail is ignored, as the
+// recorded cuMemcpy3DAsync does (copy_3d_nonzero_lod). Checked again when it runs: memory freed in
+// between is CUDA_ERROR_ILLEGAL_ADDRESS, which becomes the context's sticky error.
 #include "fake_cuda_internal.h"
 
 #include <cstring>
@@ -22,8 +24,8 @@ struct PeerSide {
     size_t pitch = 0, slice = 0, span = 0;
 };
 
-CUresult side_of(PeerSide& s, CUmemorytype type, const void* host, CUdeviceptr dev, CUcontext ctx, size_t x,
-                 size_t y, size_t z, size_t pitch, size_t height, size_t width, size_t rows, size_t depth) {
+CUresult side_of(PeerSide& s, CUmemorytype type, const void* host, CUdeviceptr dev, CUarray array, CUcontext ctx,
+                 size_t x, size_t y, size_t z, size_t pitch, size_t height, size_t width, size_t rows, size_t depth) {
     uintptr_t base = 0;
     switch (type) {
         case CU_MEMORYTYPE_HOST:
@@ -32,13 +34,13 @@ CUresult side_of(PeerSide& s, CUmemorytype type, const void* host, CUdeviceptr d
         case CU_MEMORYTYPE_DEVICE:
             base = dev;
             s.device = true;
-            if (find_ctx_locked(from_handle(ctx)) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+            if (ctx != nullptr && find_ctx_locked(from_handle(ctx)) == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
             break;
         case CU_MEMORYTYPE_UNIFIED:
             base = dev;
             break;
         case CU_MEMORYTYPE_ARRAY:
-            return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays are not modelled
+            return array == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
         default:
             return CUDA_ERROR_INVALID_VALUE;
     }
@@ -61,7 +63,7 @@ CUresult side_of(PeerSide& s, CUmemorytype type, const void* host, CUdeviceptr d
 // The host address of a side now, or 0 when it cannot be reached.
 uintptr_t resolve_side(const PeerSide& s) {
     if (uintptr_t h = device_to_host_locked(s.start, s.span)) return h;
-    if (s.device || in_reservation_locked(s.start, s.span)) return 0;
+    if (s.device || in_device_range_locked(s.start, s.span)) return 0;
     return s.start;  // plain host memory
 }
 
@@ -70,7 +72,6 @@ uintptr_t resolve_side(const PeerSide& s) {
 XMC_FAKE_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* c, CUstream hStream) {
     FAKE_ENTER("cuMemcpy3DPeerAsync");
     if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (c->srcLOD != 0 || c->dstLOD != 0) return CUDA_ERROR_INVALID_VALUE;
     const size_t width = c->WidthInBytes, rows = c->Height, depth = c->Depth;
     const bool multi_row = rows > 1 || depth > 1;
     if (multi_row && (c->srcPitch < width || c->dstPitch < width)) return CUDA_ERROR_INVALID_VALUE;
@@ -82,11 +83,11 @@ XMC_FAKE_EXPORT CUresult cuMemcpy3DPeerAsync(const CUDA_MEMCPY3D_PEER* c, CUstre
     if (!s) return err;
     if (width == 0 || rows == 0 || depth == 0) return CUDA_SUCCESS;
     PeerSide src, dst;
-    CUresult r = side_of(src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcContext, c->srcXInBytes, c->srcY,
-                         c->srcZ, c->srcPitch, c->srcHeight, width, rows, depth);
+    CUresult r = side_of(src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcContext, c->srcXInBytes,
+                         c->srcY, c->srcZ, c->srcPitch, c->srcHeight, width, rows, depth);
     if (r == CUDA_SUCCESS)
-        r = side_of(dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstContext, c->dstXInBytes, c->dstY, c->dstZ,
-                    c->dstPitch, c->dstHeight, width, rows, depth);
+        r = side_of(dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstContext, c->dstXInBytes,
+                    c->dstY, c->dstZ, c->dstPitch, c->dstHeight, width, rows, depth);
     if (r != CUDA_SUCCESS) return r;
     if (resolve_side(src) == 0 || resolve_side(dst) == 0) return CUDA_ERROR_INVALID_VALUE;
     Op op;

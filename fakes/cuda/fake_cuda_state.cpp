@@ -415,6 +415,8 @@ void free_all_locked(std::unique_lock<std::mutex>& lk) {
     g.events.clear();
     for (auto& [b, a] : g.allocations) munmap(reinterpret_cast<void*>(a.base), a.mapped);
     g.allocations.clear();
+    for (auto& [b, f] : g.freed) munmap(reinterpret_cast<void*>(b), f.size);
+    g.freed.clear();
     g.registrations.clear();
     vmm_free_all_locked();
     g.contexts.clear();

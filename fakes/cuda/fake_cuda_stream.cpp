@@ -540,7 +540,7 @@ bool compute_span(Side& s, const Plan& p) {
 uintptr_t resolve(const Side& s) {
     uintptr_t h = device_to_host_locked(s.start, s.span);
     if (h != 0) return h;
-    if (s.device || in_reservation_locked(s.start, s.span)) return 0;
+    if (s.device || in_device_range_locked(s.start, s.span)) return 0;
     return s.start;  // plain host memory
 }
 
@@ -564,13 +564,16 @@ CUresult execute(const Plan& p) {
 
 // Validates a plan against the stream and the memory as it is now, then queues it.
 CUresult enqueue(CUstream hs, Plan p) {
-    if (!compute_span(p.dst, p) || (!p.is_memset && !compute_span(p.src, p))) return CUDA_ERROR_INVALID_VALUE;
+    // An empty copy has no span (recorded: Height 0 or Depth 0 is CUDA_SUCCESS).
+    const bool empty = p.width == 0 || p.rows == 0 || p.depth == 0;
+    if (!empty && (!compute_span(p.dst, p) || (!p.is_memset && !compute_span(p.src, p))))
+        return CUDA_ERROR_INVALID_VALUE;
     State& g = state();
     std::unique_lock<std::mutex> lk(g.mu);
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hs, &err);
     if (!s) return err;
-    if (p.width == 0 || p.rows == 0 || p.depth == 0) return CUDA_SUCCESS;
+    if (empty) return CUDA_SUCCESS;
     if (resolve(p.dst) == 0 || (!p.is_memset && resolve(p.src) == 0)) return CUDA_ERROR_INVALID_VALUE;
     // The real driver (580, H200) returns from a copy from device memory into
     // pageable host memory only once the copy is done, so such a copy on a
@@ -622,8 +625,8 @@ Plan set_plan(CUdeviceptr dst, unsigned char v, size_t n) {
 
 // One side of a CUDA_MEMCPY2D/3D: pick the pointer by memory type and add the
 // x/y/z offsets. False when the description is invalid.
-CUresult side_from(Side& s, CUmemorytype type, const void* host, CUdeviceptr dev, size_t x, size_t y, size_t z,
-                   size_t pitch, size_t height) {
+CUresult side_from(Side& s, CUmemorytype type, const void* host, CUdeviceptr dev, CUarray array, size_t x, size_t y,
+                   size_t z, size_t pitch, size_t height) {
     uintptr_t base = 0;
     switch (type) {
         case CU_MEMORYTYPE_HOST:
@@ -639,7 +642,8 @@ CUresult side_from(Side& s, CUmemorytype type, const void* host, CUdeviceptr dev
             s.device = false;
             break;
         case CU_MEMORYTYPE_ARRAY:
-            return CUDA_ERROR_NOT_SUPPORTED;  // CUDA arrays are not modelled
+            // CUDA arrays are not modelled; recorded: a NULL one is refused (copy_2d_array_null)
+            return array == nullptr ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_NOT_SUPPORTED;
         default:
             return CUDA_ERROR_INVALID_VALUE;
     }
@@ -659,19 +663,20 @@ CUresult plan_2d(const CUDA_MEMCPY2D* c, Plan& p) {
     p.width = c->WidthInBytes;
     p.rows = c->Height;
     p.depth = 1;
-    // Recorded: a pitch smaller than the width is CUDA_ERROR_INVALID_VALUE.
-    if (c->Height > 1 && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
-        return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, 0,
-                           c->srcPitch, 0);
+    // Recorded: a pitch smaller than the width is CUDA_ERROR_INVALID_VALUE,
+    // also for a single row (copy_2d_single_row_pitch_smaller).
+    if (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
+                           0, c->srcPitch, 0);
     if (r != CUDA_SUCCESS) return r;
-    return side_from(p.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, 0, c->dstPitch, 0);
+    return side_from(p.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY, 0,
+                     c->dstPitch, 0);
 }
 
 CUresult plan_3d(const CUDA_MEMCPY3D* c, Plan& p) {
     if (c == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (c->srcLOD != 0 || c->dstLOD != 0 || c->reserved0 != nullptr || c->reserved1 != nullptr)
-        return CUDA_ERROR_INVALID_VALUE;
+    // Recorded: a level of detail is ignored for linear memory (copy_3d_nonzero_lod).
+    if (c->reserved0 != nullptr || c->reserved1 != nullptr) return CUDA_ERROR_INVALID_VALUE;
     p.width = c->WidthInBytes;
     p.rows = c->Height;
     p.depth = c->Depth;
@@ -679,11 +684,11 @@ CUresult plan_3d(const CUDA_MEMCPY3D* c, Plan& p) {
     if (multi_row && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
         return CUDA_ERROR_INVALID_VALUE;
     if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) return CUDA_ERROR_INVALID_VALUE;
-    CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcXInBytes, c->srcY, c->srcZ,
-                           c->srcPitch, c->srcHeight);
+    CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
+                           c->srcZ, c->srcPitch, c->srcHeight);
     if (r != CUDA_SUCCESS) return r;
-    return side_from(p.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstXInBytes, c->dstY, c->dstZ,
-                     c->dstPitch, c->dstHeight);
+    return side_from(p.dst, c->dstMemoryType, c->dstHost, c->dstDevice, c->dstArray, c->dstXInBytes, c->dstY,
+                     c->dstZ, c->dstPitch, c->dstHeight);
 }
 
 uintptr_t addr(const void* p) { return reinterpret_cast<uintptr_t>(p); }
@@ -728,9 +733,10 @@ XMC_FAKE_EXPORT CUresult cuMemcpyPeerAsync(CUdeviceptr dst, CUcontext dstCtx, CU
                                            size_t n, CUstream hStream) {
     FAKE_ENTER_SIZE("cuMemcpyPeerAsync", n);
     {
+        // Recorded: a NULL context is no error, the addresses decide (memcpy_peer_null_context).
         std::lock_guard<std::mutex> lk(state().mu);
-        if (find_ctx_locked(from_handle(dstCtx)) == nullptr || find_ctx_locked(from_handle(srcCtx)) == nullptr)
-            return CUDA_ERROR_INVALID_CONTEXT;
+        const auto dead = [](CUcontext c) { return c != nullptr && find_ctx_locked(from_handle(c)) == nullptr; };
+        if (dead(dstCtx) || dead(srcCtx)) return CUDA_ERROR_INVALID_CONTEXT;
     }
     return enqueue(hStream, linear(dst, true, src, true, n));
 }

@@ -14,13 +14,16 @@
 //
 // Answers on misuse, as recorded on a real driver (vmm_* cases of
 // hardware/probe/cuda_driver_580_h200.tsv):
-//   granularity, minimum and recommended             2097152
+//   granularity, minimum and recommended             2097152, also of a device
+//                                                    that does not exist
 //   reserve or create of a size not a multiple of it CUDA_ERROR_INVALID_VALUE
 //   create on a device that does not exist           CUDA_ERROR_INVALID_DEVICE
-//   map with unaligned address, size or offset, or
-//     past the end of the handle                     CUDA_ERROR_NOT_SUPPORTED
-//   map onto a mapped range, or outside a reservation CUDA_ERROR_INVALID_VALUE
-//   set access on a range not fully mapped           CUDA_ERROR_INVALID_VALUE
+//   map of anything but a whole handle (an offset,
+//     a size other than the handle's, part of it)    CUDA_ERROR_NOT_SUPPORTED
+//   map at an unaligned address, onto a mapped
+//     range, or outside a reservation                CUDA_ERROR_INVALID_VALUE
+//   set access on a range not fully mapped, or for a
+//     device that does not exist                     CUDA_ERROR_INVALID_VALUE
 //   unmap of an unmapped (or never mapped) range     CUDA_SUCCESS
 //   unmap of part of a mapping                       CUDA_ERROR_INVALID_VALUE
 //   one unmap over several whole mappings            CUDA_SUCCESS
@@ -69,12 +72,14 @@ void free_handle_locked(std::map<uint64_t, PhysHandle>::iterator it) {
     g.handles.erase(it);
 }
 
-// Checks a CUmemAllocationProp: pinned device memory on an existing device.
-CUresult check_prop_locked(const CUmemAllocationProp* prop) {
+// Checks a CUmemAllocationProp: pinned device memory on an existing device
+// (with `any_device`, a device that does not exist passes: recorded for
+// cuMemGetAllocationGranularity, vmm_granularity_invalid_device).
+CUresult check_prop_locked(const CUmemAllocationProp* prop, bool any_device = false) {
     if (prop == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (prop->type != CU_MEM_ALLOCATION_TYPE_PINNED) return CUDA_ERROR_INVALID_VALUE;
     if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-    if (!valid_ordinal_locked(prop->location.id)) return CUDA_ERROR_INVALID_DEVICE;
+    if (!valid_ordinal_locked(prop->location.id)) return any_device ? CUDA_SUCCESS : CUDA_ERROR_INVALID_DEVICE;
     bool known = false;
     if (device_attribute_locked(prop->location.id, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                 &known) == 0)
@@ -105,7 +110,7 @@ XMC_FAKE_EXPORT CUresult cuMemGetAllocationGranularity(size_t* granularity, cons
     if (option != CU_MEM_ALLOC_GRANULARITY_MINIMUM && option != CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
         return CUDA_ERROR_INVALID_VALUE;
     std::lock_guard<std::mutex> lk(state().mu);
-    CUresult r = check_prop_locked(prop);
+    CUresult r = check_prop_locked(prop, true);
     if (r != CUDA_SUCCESS) return r;
     *granularity = kGranularity;
     return CUDA_SUCCESS;
@@ -197,8 +202,11 @@ XMC_FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
     std::lock_guard<std::mutex> lk(g.mu);
     auto h = g.handles.find(handle);
     if (h == g.handles.end() || h->second.released) return CUDA_ERROR_INVALID_VALUE;
-    if (!aligned(ptr) || !aligned(size) || !aligned(offset)) return CUDA_ERROR_NOT_SUPPORTED;
-    if (offset >= h->second.size || size > h->second.size - offset) return CUDA_ERROR_NOT_SUPPORTED;
+    // Recorded: only a whole handle maps (vmm_map_part_of_handle, _unaligned_offset,
+    // _unaligned_size, _beyond_handle); that checked, an unaligned address is
+    // CUDA_ERROR_INVALID_VALUE (the refusal vmm_map_refused_then_use reports).
+    if (offset != 0 || size != h->second.size) return CUDA_ERROR_NOT_SUPPORTED;
+    if (!aligned(ptr)) return CUDA_ERROR_INVALID_VALUE;
     if (reservation_for_locked(ptr, size) == nullptr) return CUDA_ERROR_INVALID_VALUE;
     auto m = g.mappings.lower_bound(ptr);
     if (m != g.mappings.end() && m->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;
@@ -254,7 +262,8 @@ XMC_FAKE_EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUme
     std::lock_guard<std::mutex> lk(g.mu);
     for (size_t i = 0; i < count; ++i) {
         if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-        if (!valid_ordinal_locked(desc[i].location.id)) return CUDA_ERROR_INVALID_DEVICE;
+        // Recorded: CUDA_ERROR_INVALID_VALUE, not INVALID_DEVICE (vmm_set_access_invalid_device).
+        if (!valid_ordinal_locked(desc[i].location.id)) return CUDA_ERROR_INVALID_VALUE;
         unsigned f = desc[i].flags;
         if (f != CU_MEM_ACCESS_FLAGS_PROT_NONE && f != CU_MEM_ACCESS_FLAGS_PROT_READ &&
             f != CU_MEM_ACCESS_FLAGS_PROT_READWRITE)

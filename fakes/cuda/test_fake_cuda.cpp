@@ -298,6 +298,39 @@ TEST_F(FakeCuda, ContextStackAndPrimaryRetainCounting) {
     EXPECT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
 }
 
+TEST_F(FakeCuda, AReleasedPrimaryContextIsPushedAndItsCallsAnswerDestroyed) {
+    // recorded: ctx_push_null, ctx_push_released_primary, ctx_released_primary_mem_alloc
+    EXPECT_EQ(a.cuCtxPushCurrent(nullptr), CUDA_ERROR_INVALID_VALUE);
+    CUcontext c0 = nullptr, got = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&c0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxPushCurrent(c0), CUDA_SUCCESS);
+    CUdeviceptr p = 0;
+    EXPECT_EQ(a.cuMemAlloc(&p, 1 << 20), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    CUstream s = nullptr;
+    EXPECT_EQ(a.cuStreamCreate(&s, 0), CUDA_ERROR_CONTEXT_IS_DESTROYED);
+    // retained again, the same handle (still current) works again
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&got, 0), CUDA_SUCCESS);
+    EXPECT_EQ(got, c0);
+    ASSERT_EQ(a.cuMemAlloc(&p, 1 << 20), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemFree(p), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuCtxPopCurrent(&got), CUDA_SUCCESS);
+    EXPECT_EQ(got, c0);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(0), CUDA_SUCCESS);
+}
+
+TEST_F(FakeCuda, PeerAccessOfNullOrOfItselfIsRefusedAsRecorded) {
+    CUcontext c0 = retain(0);
+    CUcontext c1 = nullptr;
+    ASSERT_EQ(a.cuDevicePrimaryCtxRetain(&c1, 1), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxEnablePeerAccess(nullptr, 0), CUDA_ERROR_INVALID_CONTEXT);
+    EXPECT_EQ(a.cuCtxEnablePeerAccess(c0, 0), CUDA_ERROR_PEER_ACCESS_UNSUPPORTED);
+    EXPECT_EQ(a.cuCtxEnablePeerAccess(c1, 0), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuCtxEnablePeerAccess(c1, 0), CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED);
+    EXPECT_EQ(a.cuDevicePrimaryCtxRelease(1), CUDA_SUCCESS);
+    release(0);
+}
+
 TEST_F(FakeCuda, ContextDestructionReclaimsAndCountsLeftovers) {
     check_clean_ = false;
     retain(0);
@@ -755,7 +788,9 @@ TEST_F(FakeCuda, Copy2DHonoursPitchesAndOffsetsExactly) {
     EXPECT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_ERROR_INVALID_VALUE);
     c.srcPitch = spitch;
     c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
-    EXPECT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_ERROR_INVALID_VALUE);  // recorded: a NULL array
+    c.dstArray = reinterpret_cast<CUarray>(0x1000);
+    EXPECT_EQ(a.cuMemcpy2DAsync(&c, s), CUDA_ERROR_NOT_SUPPORTED);  // arrays are not modelled
     EXPECT_EQ(a.cuMemFree(dev), CUDA_SUCCESS);
     EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
     release(0);
@@ -833,6 +868,43 @@ TEST_F(FakeCuda, CopiesCheckTheDeviceSide) {
     release(0);
 }
 
+int touch_in_child(CUdeviceptr addr);
+
+TEST_F(FakeCuda, CopiesKnowTheExtentOfDeviceMemoryAlsoOnceItIsFreed) {
+    // recorded: one byte past an allocation is refused, by unified address too
+    // (copy_1d_past_end); freed device memory stays device memory, so a copy
+    // from it is refused instead of reading an unmapped page as host memory
+    retain(0);
+    CUstream s = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    CUdeviceptr p = 0, q = 0, gone = 0;
+    ASSERT_EQ(a.cuMemAlloc(&p, 6144), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAlloc(&q, 6144), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemcpyAsync(q, p, 6145, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemcpyAsync(q + 6144, p, 16, s), CUDA_ERROR_INVALID_VALUE);  // past the end, in its last page
+    EXPECT_EQ(a.cuMemcpyAsync(q, p, 6144, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAlloc(&gone, 1 << 16), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemFree(gone), CUDA_SUCCESS);
+    std::vector<char> host(4096, 3);
+    EXPECT_EQ(a.cuMemcpyAsync(q, gone, 4096, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemcpyAsync(gone, p, 4096, s), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(host.data()), gone + 4096, 4096, s),
+              CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemcpyDtoHAsync(host.data(), gone, host.size(), s), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(touch_in_child(gone), SIGSEGV);  // and the host cannot touch it
+    // the next allocation that fits reuses the freed range (freed ranges do not pile up)
+    CUdeviceptr again = 0;
+    ASSERT_EQ(a.cuMemAlloc(&again, 1 << 16), CUDA_SUCCESS);
+    EXPECT_EQ(again, gone);
+    EXPECT_EQ(a.cuMemcpyAsync(again, reinterpret_cast<CUdeviceptr>(host.data()), 4096, s), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    EXPECT_EQ(reinterpret_cast<char*>(again)[4095], 3);
+    for (CUdeviceptr x : {p, q, again}) EXPECT_EQ(a.cuMemFree(x), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
 // ---- VMM -------------------------------------------------------------------------------------------------
 
 CUmemAllocationProp prop_for(int dev) {
@@ -888,6 +960,9 @@ TEST_F(FakeCuda, VmmReserveMapUnmapAndTheUnmappedRangeFaults) {
     EXPECT_EQ(a.cuMemCreate(&h, g + g / 2, &prop, 0), CUDA_ERROR_INVALID_VALUE);
     CUmemAllocationProp bad = prop_for(9);
     EXPECT_EQ(a.cuMemCreate(&h, g, &bad, 0), CUDA_ERROR_INVALID_DEVICE);
+    size_t bad_g = 0;  // recorded: the granularity is given for any device id
+    EXPECT_EQ(a.cuMemGetAllocationGranularity(&bad_g, &bad, CU_MEM_ALLOC_GRANULARITY_MINIMUM), CUDA_SUCCESS);
+    EXPECT_EQ(bad_g, g);
     ASSERT_EQ(a.cuMemCreate(&h, 2 * g, &prop, 0), CUDA_SUCCESS);
     ASSERT_EQ(a.cuMemCreate(&h2, g, &prop, 0), CUDA_SUCCESS);
     size_t free1 = 0;
@@ -897,10 +972,14 @@ TEST_F(FakeCuda, VmmReserveMapUnmapAndTheUnmappedRangeFaults) {
     EXPECT_EQ(a.cuMemMap(va, g, 4096, h, 0), CUDA_ERROR_NOT_SUPPORTED);
     EXPECT_EQ(a.cuMemMap(va + 4096, g, 0, h, 0), CUDA_ERROR_NOT_SUPPORTED);
     EXPECT_EQ(a.cuMemMap(va, g, 2 * g, h, 0), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(a.cuMemMap(va, g, 0, h, 0), CUDA_ERROR_NOT_SUPPORTED);         // recorded: part of a handle
+    EXPECT_EQ(a.cuMemMap(va + 4096, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE);  // a whole one, unaligned address
     ASSERT_EQ(a.cuMemMap(va, 2 * g, 0, h, 0), CUDA_SUCCESS);
     EXPECT_EQ(a.cuMemMap(va, g, 0, h2, 0), CUDA_ERROR_INVALID_VALUE);  // already mapped
     EXPECT_EQ(touch_in_child(va), SIGSEGV);  // mapped, no access yet
     CUmemAccessDesc d = rw(0);
+    CUmemAccessDesc nowhere = rw(9);  // recorded: CUDA_ERROR_INVALID_VALUE, not INVALID_DEVICE
+    EXPECT_EQ(a.cuMemSetAccess(va, 2 * g, &nowhere, 1), CUDA_ERROR_INVALID_VALUE);
     ASSERT_EQ(a.cuMemSetAccess(va, 2 * g, &d, 1), CUDA_SUCCESS);
     unsigned long long fl = 0;
     ASSERT_EQ(a.cuMemGetAccess(&fl, &d.location, va + g), CUDA_SUCCESS);
