@@ -1,11 +1,12 @@
-// xmc-selftest: fails VMM-RELEASE-ORDER
+// xmc-selftest: fails VMM-RELEASE-ORDER,VMM-GRAPH-ORDER
 // xmc-selftest: filter VMM-*
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
 // Bug: a release is enqueued on the backend's own idle stream instead of the
 // caller's, so it takes effect at once, before the work the caller enqueued
-// ahead of it.
+// ahead of it (a graph launch too: VMM-GRAPH-ORDER), and a capturing caller's
+// stream never refuses it.
 #include "broken.hpp"
 
 #include <map>

@@ -1,4 +1,4 @@
-// xmc-selftest: fails VMM-STABLE,VMM-UNMAPPED-FAULTS,VMM-REMAP-COPY,VMM-DEFERRED,VMM-STATE,VMM-BATCH,VMM-CLOSE,VMM-ADOPT,VMM-SERIAL,VMM-ASYNC-ERROR,VMM-CALLBACK,VMM-EVENT-WAIT
+// xmc-selftest: fails VMM-STABLE,VMM-UNMAPPED-FAULTS,VMM-REMAP-COPY,VMM-DEFERRED,VMM-STATE,VMM-BATCH,VMM-CLOSE,VMM-ADOPT,VMM-SERIAL,VMM-ASYNC-ERROR,VMM-CALLBACK,VMM-EVENT-WAIT,VMM-GRAPH,VMM-GRAPH-ORDER
 // xmc-selftest: filter VMM-*
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
@@ -7,8 +7,8 @@
 // puts it instead of at the slot's own address, so the address a captured
 // graph holds points at a released range after the first release and remap.
 // A slot that moves breaks every requirement whose test reads the slot at its
-// address after a remap (only VMM-CREATE and VMM-RELEASE-ORDER never remap);
-// VMM-STABLE is the one that names it.
+// address after a remap (only VMM-CREATE and VMM-RELEASE-ORDER never remap),
+// graphs over it included; VMM-STABLE is the one that names it.
 #include "broken.hpp"
 #include "vmm_steps.hpp"
 

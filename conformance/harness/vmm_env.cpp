@@ -124,10 +124,15 @@ std::unique_ptr<Env> Env::open(const xmc_backend *api, const char *options, std:
 
 Env::~Env() {
     if (!inst || leaked) return;
+    for (auto *s : capturing) {  // a capture left open refuses the stream's synchronize
+        xmc_graph *g = nullptr;
+        if (api->graph_end(inst, s, &g) == XMC_OK) graphs.push_back(g);
+    }
     for (auto &g : gates) g->release();
     for (auto *r : requests) api->request_wait(inst, r, kWaitMs);
     for (auto *s : streams) api->stream_synchronize(inst, s);
     if (io) api->stream_synchronize(inst, io);
+    for (auto *g : graphs) api->graph_destroy(inst, g);  // their launches are done: the streams are
     for (auto *s : slots) api->slot_close(inst, s);
     for (auto *r : requests) api->request_destroy(inst, r);
     for (auto *s : streams) api->stream_destroy(inst, s);
@@ -297,6 +302,44 @@ uint64_t Env::free_memory() {
     uint64_t f = 0, t = 0;
     EXPECT_TRUE(ok(api->device_free_memory(inst, 0, &f, &t)));
     return f;
+}
+
+xmc_status Env::begin_capture(xmc_stream *on) {
+    const xmc_status st = api->graph_begin(inst, on);
+    if (st == XMC_OK) capturing.push_back(on);
+    return st;
+}
+
+xmc_graph *Env::end_capture(xmc_stream *on) {
+    xmc_graph *g = nullptr;
+    EXPECT_TRUE(ok(api->graph_end(inst, on, &g)));
+    capturing.erase(std::remove(capturing.begin(), capturing.end(), on), capturing.end());
+    if (g) graphs.push_back(g);
+    return g;
+}
+
+xmc_graph *Env::capture_read(const xmc_slot_info &slot, xmc_stream *on, void *out) {
+    if (!ok(begin_capture(on))) return nullptr;
+    xmc_copy_desc d = linear(slot.address, XMC_MEM_DEVICE, out, XMC_MEM_PINNED, slot.size);
+    EXPECT_TRUE(ok(api->copy(inst, &d, on)));
+    return end_capture(on);
+}
+
+xmc_graph *Env::capture_write(const xmc_slot_info &slot, xmc_stream *on, const void *in) {
+    if (!ok(begin_capture(on))) return nullptr;
+    xmc_copy_desc d = linear(const_cast<void *>(in), XMC_MEM_PINNED, slot.address, XMC_MEM_DEVICE, slot.size);
+    EXPECT_TRUE(ok(api->copy(inst, &d, on)));
+    return end_capture(on);
+}
+
+char *Env::graph_buffer(size_t n) {
+    xmc_pin_result r{};
+    const int32_t dev = (api->capabilities & XMC_CAP_PIN_REGISTER) ? 0 : XMC_NO_DEVICE;
+    EXPECT_TRUE(ok(api->pin_alloc(inst, n, 64, dev, &r)));
+    if (!r.base) return nullptr;
+    pinned.push_back(r.base);
+    std::memset(r.base, kPoison, n);
+    return static_cast<char *>(r.base);
 }
 
 xmc_copy_desc Env::linear(void *src, xmc_mem_kind sk, void *dst, xmc_mem_kind dk, size_t n) {

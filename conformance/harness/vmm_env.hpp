@@ -175,6 +175,21 @@ struct Env {
 
     uint64_t free_memory();
 
+    // ---- graphs over slots (VMM-GRAPH, VMM-GRAPH-ORDER) ----
+    // Recorded on `on` (capture begun and ended here): a graph that copies the
+    // whole slot into `out` (slot.size bytes), or `in` into the whole slot.
+    // The destructor destroys every graph made here and ends a capture a
+    // failed test left open (begin_capture records it).
+    std::vector<xmc_graph *> graphs;
+    std::vector<xmc_stream *> capturing;
+    xmc_graph *capture_read(const xmc_slot_info &slot, xmc_stream *on, void *out);
+    xmc_graph *capture_write(const xmc_slot_info &slot, xmc_stream *on, const void *in);
+    xmc_status begin_capture(xmc_stream *on);
+    xmc_graph *end_capture(xmc_stream *on);
+    // Pinned memory (registered with the slot's device where the backend can),
+    // poisoned: what a graph reads a slot into.
+    char *graph_buffer(size_t n);
+
     static xmc_copy_desc linear(void *src, xmc_mem_kind sk, void *dst, xmc_mem_kind dk, size_t n);
 };
 

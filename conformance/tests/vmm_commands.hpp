@@ -11,6 +11,7 @@
 #include "vmm_env.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
@@ -46,6 +47,9 @@ struct VmmSut {
     std::unique_ptr<Env> env;
     xmc_stream *on[2] = {};
     xmc_stream *consumer = nullptr;
+    xmc_stream *rec = nullptr;                // where graphs are recorded (VMM-GRAPH): no request runs there
+    std::vector<xmc_graph *> graphs;          // by the model's graph index
+    std::vector<char *> graph_bufs;           // what each reads the slot into, or writes from
     std::vector<xmc_slot *> slots;
     std::vector<xmc_slot_info> info;
     std::vector<xmc_request *> reqs;
@@ -133,6 +137,8 @@ inline std::function<std::unique_ptr<VmmSut>(const std::string &)> vmm_sut_facto
         for (auto *&on : s->on)
             if (b->api->stream_create(s->env->inst, 0, &on) == XMC_OK) s->env->streams.push_back(on);
         if (b->api->stream_create(s->env->inst, 0, &s->consumer) == XMC_OK) s->env->streams.push_back(s->consumer);
+        if ((b->api->capabilities & XMC_CAP_GRAPH) && b->api->stream_create(s->env->inst, 0, &s->rec) == XMC_OK)
+            s->env->streams.push_back(s->rec);
         uint64_t total = 0;
         b->api->device_free_memory(s->env->inst, 0, &s->free0, &total);
         return s;
@@ -642,6 +648,117 @@ struct StreamWait : VmmCmd {
     }
     void show(std::ostream &os) const override {
         os << "consumer_waits_and_reads(request" << req << ", slot index " << index << ")";
+    }
+};
+
+// ---- graphs over slots (VMM-GRAPH) -------------------------------------------
+
+// Records a graph over an accessible slot (the capture stream runs no
+// request, so a capture never meets a remap's copies still to come): it reads
+// the whole slot into a poisoned buffer, or writes one tag's bytes into it.
+struct CaptureGraph : VmmCmd {
+    const unsigned F = t_mix;
+    int slot;
+    bool writes = *rc::gen::arbitrary<bool>();
+    int tag = *rc::gen::inRange(1, 1 << 30);
+    explicit CaptureGraph(const SlotModel &m)
+        : slot(*pick(slots_where(m, [&](int x) { return m.accessible(x); }), m.slots().size(), false)) {}
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = m.accessible(slot) && m.graphs().size() < 6;
+        RC_PRE(ok);
+    }
+    void apply(SlotModel &m) const override { m.add_graph(slot, writes, tag); }
+    void run(const SlotModel &, VmmSut &s) const override {
+        not_stuck(s);
+        RC_ASSERT(static_cast<bool>(s.rec));
+        const xmc_slot_info &i = s.info[slot];
+        char *buf = s.env->graph_buffer(i.size);
+        RC_ASSERT(static_cast<bool>(buf));
+        if (writes) fill(buf, i.size, tag);
+        xmc_graph *g = writes ? s.env->capture_write(i, s.rec, buf) : s.env->capture_read(i, s.rec, buf);
+        RC_ASSERT(static_cast<bool>(g));
+        s.graphs.push_back(g);
+        s.graph_bufs.push_back(buf);
+    }
+    void show(std::ostream &os) const override {
+        os << "capture_graph(" << (writes ? "write data " + std::to_string(tag) + " into" : std::string("read"))
+           << " slot" << slot << ")";
+    }
+};
+
+// VMM-GRAPH: a launch of any graph over an accessible slot, on either request
+// stream, waited for: a reader's buffer holds, bit for bit, what the model
+// says the slot holds; a writer's bytes are the slot's from now on.
+struct LaunchGraph : VmmCmd {
+    const unsigned F = t_mix;
+    int graph, on = *rc::gen::inRange(0, 2);
+    explicit LaunchGraph(const SlotModel &m) : graph(0) {
+        std::vector<int> good;
+        for (size_t g = 0; g < m.graphs().size(); ++g)
+            if (m.live_graph(static_cast<int>(g)) && m.accessible(m.graphs()[g].slot)) good.push_back(static_cast<int>(g));
+        graph = good.empty() ? 0 : *rc::gen::elementOf(good);
+    }
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = m.live_graph(graph) && m.accessible(m.graphs()[graph].slot);
+        RC_PRE(ok);
+    }
+    void apply(SlotModel &m) const override {
+        int read = kNoTag;
+        m.launch_graph(graph, on, &read);
+    }
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        SlotModel next = m;
+        int read = kNoTag;
+        const xmc_status want = next.launch_graph(graph, on, &read);
+        const model::ModelGraph &g = m.graphs()[graph];
+        const size_t n = s.info[g.slot].size;
+        char *buf = s.graph_bufs[graph];
+        if (!g.writes) std::memset(buf, kPoison, n);
+        RC_ASSERT(s.api()->graph_launch(s.inst(), s.graphs[graph], s.on[on]) == want);
+        RC_ASSERT(s.api()->stream_synchronize(s.inst(), s.on[on]) == XMC_OK);
+        if (!g.writes && read != kNoTag) RC_ASSERT(mismatch(std::vector<char>(buf, buf + n), read) == SIZE_MAX);
+    }
+    void show(std::ostream &os) const override { os << "launch_graph(graph" << graph << ", stream " << on << ")"; }
+};
+
+// VMM-GRAPH, VMM-EVENT-WAIT: a reader launched on the consumer stream after it
+// was told to wait for a remap's copies reads what they leave.
+struct WaitThenLaunchGraph : VmmCmd {
+    const unsigned F = t_mix;
+    int req = 0, graph = 0;
+    uint32_t index = 0;
+    explicit WaitThenLaunchGraph(const SlotModel &m) {
+        std::vector<std::tuple<int, uint32_t, int>> good;
+        for (size_t r = 0; r < m.requests().size(); ++r)
+            for (uint32_t i = 0; i < m.requests()[r].slots.size(); ++i)
+                for (size_t g = 0; g < m.graphs().size(); ++g)
+                    if (m.requests()[r].worker_done && m.after_copies(static_cast<int>(r), i) != kNoTag &&
+                        m.live_graph(static_cast<int>(g)) && !m.graphs()[g].writes &&
+                        m.graphs()[g].slot == m.requests()[r].slots[i])
+                        good.emplace_back(static_cast<int>(r), i, static_cast<int>(g));
+        if (!good.empty()) std::tie(req, index, graph) = *rc::gen::elementOf(good);
+    }
+    void checkPreconditions(const SlotModel &m) const override {
+        const bool ok = m.live_request(req) && m.requests()[req].worker_done && m.after_copies(req, index) != kNoTag &&
+                        m.live_graph(graph) && !m.graphs()[graph].writes &&
+                        m.graphs()[graph].slot == m.requests()[req].slots[index];
+        RC_PRE(ok);
+    }
+    void apply(SlotModel &) const override {}
+    void run(const SlotModel &m, VmmSut &s) const override {
+        not_stuck(s);
+        const int slot = m.graphs()[graph].slot;
+        const size_t n = s.info[slot].size;
+        char *buf = s.graph_bufs[graph];
+        std::memset(buf, kPoison, n);
+        RC_ASSERT(s.api()->request_stream_wait(s.inst(), s.reqs[req], s.consumer) == XMC_OK);
+        RC_ASSERT(s.api()->graph_launch(s.inst(), s.graphs[graph], s.consumer) == XMC_OK);
+        RC_ASSERT(s.api()->stream_synchronize(s.inst(), s.consumer) == XMC_OK);
+        RC_ASSERT(mismatch(std::vector<char>(buf, buf + n), m.after_copies(req, index)) == SIZE_MAX);
+    }
+    void show(std::ostream &os) const override {
+        os << "consumer_waits_then_launches(request" << req << ", slot index " << index << ", graph" << graph << ")";
     }
 };
 

@@ -68,6 +68,7 @@ uint64_t live_reservations() { return state().reservations.size(); }
 uint64_t live_mappings() { return state().mappings.size(); }
 uint64_t live_streams() { return state().streams.size(); }
 uint64_t live_events() { return state().events.size(); }
+uint64_t live_execs() { return state().execs.size(); }
 uint64_t live_handles() {  // a released handle is gone for the program, even while mapped
     uint64_t n = 0;
     for (auto& [h, p] : state().handles) n += p.released ? 0 : 1;
@@ -135,6 +136,12 @@ const std::vector<EntryPoint>& entry_points() {
         XMC_FAKE_ENTRY(cuMemAddressFree) XMC_FAKE_ENTRY_F(cuMemCreate, kSized, live_handles)
         XMC_FAKE_ENTRY(cuMemRelease) XMC_FAKE_ENTRY_F(cuMemMap, kSized, live_mappings) XMC_FAKE_ENTRY(cuMemUnmap)
         XMC_FAKE_ENTRY(cuMemSetAccess) XMC_FAKE_ENTRY(cuMemGetAccess)
+        // stream capture and graphs (fake_cuda_graph.cpp)
+        XMC_FAKE_ENTRY(cuStreamBeginCapture) XMC_FAKE_ENTRY(cuStreamEndCapture) XMC_FAKE_ENTRY(cuStreamIsCapturing)
+        XMC_FAKE_ENTRY(cuStreamGetCaptureInfo)
+        {"cuGraphInstantiateWithFlags", "cuGraphInstantiateWithFlags",
+         reinterpret_cast<void*>(&cuGraphInstantiateWithFlags), 0, 0, live_execs},
+        XMC_FAKE_ENTRY(cuGraphLaunch) XMC_FAKE_ENTRY(cuGraphExecDestroy) XMC_FAKE_ENTRY(cuGraphDestroy)
     };
     return k;
 }

@@ -148,10 +148,13 @@ struct Op {
     unsigned flags = 0;
 };
 
+struct Capture;
+
 struct Stream {
     uint64_t handle = 0;   // 0 for a context's default stream
     uint64_t ctx = 0;
     unsigned flags = 0;
+    std::shared_ptr<Capture> capture;  // the capture it belongs to (began it or was forked into it)
     std::deque<Op> queue;  // an op stays at the front until it has finished
     bool stop = false;     // exit once the queue is empty
     bool abandon = false;  // exit now, dropping queued ops (reset)
@@ -166,6 +169,36 @@ struct Event {
     uint64_t recorded = 0;   // generations issued by cuEventRecord
     uint64_t completed = 0;  // generations whose record has run
     std::chrono::steady_clock::time_point when{};
+    // Last recorded inside a capture (fake_cuda_graph.cpp): its id (0: not), the
+    // stream that recorded it and how many of the capture's ops that stream had then.
+    uint64_t captured_in = 0;
+    uint64_t captured_stream = 0;
+    size_t captured_at = 0;
+};
+
+// ---- capture and graphs (fake_cuda_graph.cpp) -----------------------------------
+
+// A stream capture in progress: the ops its streams enqueue, recorded in the
+// order they were enqueued (which is an order of the captured graph's
+// dependencies: every op comes after what it depends on).
+struct Capture {
+    uint64_t id = 0;
+    uint64_t origin = 0;                 // the stream that began it (ends it)
+    uint64_t ctx = 0;
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_GLOBAL;
+    std::thread::id thread;              // that began it
+    bool invalidated = false;
+    std::vector<Op> ops;
+    std::set<uint64_t> members;          // streams in it: the origin and those forked into it
+    std::map<uint64_t, size_t> last_op;  // forked stream -> ops.size() after its latest op
+    std::map<uint64_t, size_t> joined;   // forked stream -> what of it the origin has waited for
+};
+
+// A graph (cuStreamEndCapture) and an executable graph (cuGraphInstantiate):
+// the ops to queue, in order, on the stream a launch names.
+struct Graph {
+    uint64_t ctx = 0;
+    std::vector<Op> ops;
 };
 
 // ---- faults -------------------------------------------------------------------
@@ -215,6 +248,9 @@ struct State {
     std::map<uintptr_t, Reservation> reservations;      // by base
     std::map<uint64_t, PhysHandle> handles;
     std::map<uintptr_t, Mapping> mappings;              // by va
+    std::map<uint64_t, std::shared_ptr<Capture>> captures;  // in progress, by id
+    std::map<uint64_t, Graph> graphs;                   // CUgraph handles
+    std::map<uint64_t, Graph> execs;                    // CUgraphExec handles
 
     // Host functions of every stream run on this one thread, one at a time,
     // in the order their streams reach them (as on the real driver).
@@ -309,6 +345,33 @@ bool in_device_range_locked(uintptr_t addr, size_t n);
 // cuMemFree of one allocation (also context destruction): its memory goes
 // back to the device, its range stays reserved as freed device memory.
 void free_allocation_locked(std::map<uintptr_t, Allocation>::iterator it);
+
+// Capture (fake_cuda_graph.cpp), all with the lock held. The ops of a stream
+// go through queue_op_locked: into its queue, or into its capture (refused
+// CUDA_ERROR_STREAM_CAPTURE_INVALIDATED once the capture is invalidated), and
+// for the legacy default stream the implicit dependency on a blocking stream
+// that captures (CUDA_ERROR_STREAM_CAPTURE_IMPLICIT, the capture invalidated).
+CUresult queue_op_locked(const std::shared_ptr<Stream>& s, Op op);
+// cuStreamSynchronize and cuStreamQuery of a capturing stream: the refusal,
+// which invalidates the capture.
+CUresult refuse_in_capture_locked(Stream& s);
+// cuEventRecord on a capturing stream: the event marks a point of the capture.
+CUresult capture_record_locked(Stream& s, Event& e);
+// cuStreamWaitEvent where the stream captures or the event was recorded in a
+// capture (*handled true): a join, a fork, or the refusal.
+CUresult capture_wait_locked(const std::shared_ptr<Stream>& s, Event& e, bool* handled);
+// cuEventQuery and cuEventSynchronize of an event recorded in a capture in progress.
+CUresult captured_event_locked(const Event& e);
+// cuMemAlloc and cuMemHostRegister: refused where a capture forbids them to
+// this thread (global mode: any thread; thread-local: the capturing one), and
+// that capture invalidated.
+CUresult unsafe_in_capture_locked();
+// cuStreamDestroy of a stream in a capture.
+void stream_leaves_capture_locked(Stream& s);
+// Reset: every capture and graph goes.
+void graphs_free_all_locked();
+// Ledger lines of graphs and executable graphs (live objects).
+void graph_ledger_locked(std::string& body, size_t& live);
 
 // Frees everything (reset and unload). Releases and reacquires lk.
 void free_all_locked(std::unique_lock<std::mutex>& lk);

@@ -179,6 +179,7 @@ XMC_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     if (dptr == nullptr || bytesize == 0) return CUDA_ERROR_INVALID_VALUE;
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);
+    if (CUresult r = unsafe_in_capture_locked(); r != CUDA_SUCCESS) return r;  // fake_cuda_graph.cpp
     CUresult err = CUDA_SUCCESS;
     Context* c = current_ctx_locked(&err);
     if (c == nullptr) return err;
@@ -253,6 +254,7 @@ XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
     bool usable = host_range_usable(base, bytesize, !read_only);  // reads /proc: outside the lock
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);
+    if (CUresult r = unsafe_in_capture_locked(); r != CUDA_SUCCESS) return r;  // fake_cuda_graph.cpp
     CUresult err = CUDA_SUCCESS;
     Context* c = current_ctx_locked(&err);
     if (c == nullptr) return err;

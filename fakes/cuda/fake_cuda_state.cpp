@@ -387,6 +387,7 @@ std::string ledger_locked(size_t* live_out) {
         add("mapping 0x%" PRIxPTR ", %zu bytes, of handle 0x%" PRIx64 " at offset %zu", va, m.size, m.handle,
             m.offset);
     }
+    graph_ledger_locked(body, live);  // graphs and executable graphs (fake_cuda_graph.cpp)
     std::string head = "live objects: " + std::to_string(live) + "\n";
     if (g.reclaimed > 0)
         head += "objects freed implicitly by context destruction: " + std::to_string(g.reclaimed) + "\n";
@@ -410,6 +411,7 @@ void free_all_locked(std::unique_lock<std::mutex>& lk) {
         if (s->worker.joinable()) s->worker.join();
     // A host function already running is waited for (its stream is gone).
     stop_callback_thread_locked(lk, std::chrono::hours(24));
+    graphs_free_all_locked();
     g.streams.clear();
     g.retired.clear();
     g.events.clear();

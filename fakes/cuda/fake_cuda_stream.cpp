@@ -267,9 +267,7 @@ CUresult push_op(CUstream hs, Op op) {
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hs, &err);
     if (!s) return err;
-    s->queue.push_back(std::move(op));
-    g.cv.notify_all();
-    return CUDA_SUCCESS;
+    return queue_op_locked(s, std::move(op));  // or into its capture (fake_cuda_graph.cpp)
 }
 
 }  // namespace
@@ -304,6 +302,7 @@ XMC_FAKE_EXPORT CUresult cuStreamDestroy_v2(CUstream hStream) {
     if (it == g.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
     std::shared_ptr<Stream> s = it->second;
     g.streams.erase(it);
+    stream_leaves_capture_locked(*s);
     retire_stream_locked(s);
     reap_retired_locked();
     return CUDA_SUCCESS;
@@ -316,6 +315,7 @@ XMC_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
     if (!s) return err;
+    if (s->capture) return refuse_in_capture_locked(*s);  // recorded: capture_stream_synchronize
     wait_idle_locked(lk, s);
     return ctx_result_locked(s->ctx);
 }
@@ -327,6 +327,7 @@ XMC_FAKE_EXPORT CUresult cuStreamQuery(CUstream hStream) {
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
     if (!s) return err;
+    if (s->capture) return refuse_in_capture_locked(*s);  // recorded: capture_stream_query
     return s->queue.empty() ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
@@ -340,14 +341,15 @@ XMC_FAKE_EXPORT CUresult cuStreamWaitEvent(CUstream hStream, CUevent hEvent, uns
     if (!s) return err;
     auto e = g.events.find(from_handle(hEvent));
     if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    bool in_capture = false;  // a join, a fork or a refusal (fake_cuda_graph.cpp)
+    if (CUresult r = capture_wait_locked(s, *e->second, &in_capture); in_capture || r != CUDA_SUCCESS) return r;
     uint64_t gen = e->second->recorded;  // what was recorded by now, and nothing later
     if (gen > e->second->completed) {
         Op op;
         op.kind = Op::Kind::wait;
         op.event = e->second;
         op.gen = gen;
-        s->queue.push_back(std::move(op));
-        g.cv.notify_all();
+        return queue_op_locked(s, std::move(op));
     }
     return CUDA_SUCCESS;
 }
@@ -370,9 +372,7 @@ CUresult push_value_op(CUstream hs, Op::Kind kind, CUdeviceptr addr, uint32_t va
     op.addr = addr;
     op.value = value;
     op.flags = flags;
-    s->queue.push_back(std::move(op));
-    g.cv.notify_all();
-    return CUDA_SUCCESS;
+    return queue_op_locked(s, std::move(op));
 }
 }  // namespace
 
@@ -433,12 +433,14 @@ XMC_FAKE_EXPORT CUresult cuEventRecord(CUevent hEvent, CUstream hStream) {
     std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
     if (!s) return err;
     if (s->ctx != e->second->ctx) return CUDA_ERROR_INVALID_HANDLE;  // event and stream of one context
+    if (s->capture) return capture_record_locked(*s, *e->second);  // a point of the capture, not an op
     Op op;
     op.kind = Op::Kind::record;
     op.event = e->second;
-    op.gen = ++e->second->recorded;
-    s->queue.push_back(std::move(op));
-    g.cv.notify_all();
+    op.gen = e->second->recorded + 1;
+    if (CUresult r = queue_op_locked(s, std::move(op)); r != CUDA_SUCCESS) return r;
+    ++e->second->recorded;
+    e->second->captured_in = 0;  // recorded outside a capture now
     return CUDA_SUCCESS;
 }
 
@@ -449,6 +451,7 @@ XMC_FAKE_EXPORT CUresult cuEventQuery(CUevent hEvent) {
     std::lock_guard<std::mutex> lk(g.mu);
     auto e = g.events.find(from_handle(hEvent));
     if (e == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult r = captured_event_locked(*e->second); r != CUDA_SUCCESS) return r;  // recorded: capture_event_query_captured
     CUresult sticky = ctx_result_locked(e->second->ctx);
     if (sticky != CUDA_SUCCESS) return sticky;
     return e->second->completed >= e->second->recorded ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
@@ -461,6 +464,7 @@ XMC_FAKE_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
     auto it = g.events.find(from_handle(hEvent));
     if (it == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
     std::shared_ptr<Event> e = it->second;
+    if (CUresult r = captured_event_locked(*e); r != CUDA_SUCCESS) return r;  // recorded: capture_event_synchronize_captured
     uint64_t target = e->recorded;
     g.cv.wait(lk, [&] {
         Context* c = find_ctx_locked(e->ctx);
@@ -582,11 +586,11 @@ CUresult enqueue(CUstream hs, Plan p) {
                                (p.src.device || device_to_host_locked(p.src.start, p.src.span) != 0);
     Op op;
     op.kind = Op::Kind::copy;
-    op.copy = [p] { return execute(p); };
+    op.copy = [p] { return execute(p); };  // resolved again each time it runs (a graph's too)
     op.exec_delay_us = current_exec_delay_us();
-    s->queue.push_back(std::move(op));
-    g.cv.notify_all();
-    if (into_pageable) wait_idle_locked(lk, s);
+    const bool captured = s->capture != nullptr;
+    if (CUresult r = queue_op_locked(s, std::move(op)); r != CUDA_SUCCESS) return r;
+    if (into_pageable && !captured) wait_idle_locked(lk, s);
     return CUDA_SUCCESS;
 }
 

@@ -8,8 +8,8 @@
 // twice, after destruction; a graph that copies from a slot range remapped or
 // unmapped after instantiation).
 //
-// The fake does not export the capture and graph entry points yet: every
-// case here records missing_entry on it.
+// The fake answers these as recorded on an H200 (cuda_driver_580_h200_capture.tsv,
+// replayed by the cuda_probe_replay_fake_capture test; fakes/cuda/fake_cuda_graph.cpp).
 #include "probe_support.h"
 
 #include <atomic>

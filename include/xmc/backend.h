@@ -101,6 +101,7 @@ typedef struct xmc_stream xmc_stream;
 typedef struct xmc_event xmc_event;
 typedef struct xmc_slot xmc_slot;
 typedef struct xmc_request xmc_request;
+typedef struct xmc_graph xmc_graph;  /* (0.2) recorded work of a stream (capability graph) */
 
 typedef struct xmc_open_params {
     uint32_t struct_size;  /* sizeof(xmc_open_params) */
@@ -383,9 +384,31 @@ typedef struct xmc_transfer_stats {
     X(I, xmc_status, transfer_execute,                                                          \
       (xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats))
 
+/* graph (0.2): stream capture (GRAPH-CAPTURE, VMM-GRAPH, VMM-GRAPH-ORDER).
+ * Between graph_begin and graph_end on a stream, its copies and host callbacks
+ * are recorded, not run. graph_end gives the recorded work as a graph;
+ * graph_launch enqueues all of it, in the order it was recorded, on a stream
+ * of the same device, after that stream's prior work and before its later
+ * work, as often as asked. A graph reads and writes the addresses it was
+ * recorded with: over a slot, each launch sees the slot's backing at that
+ * moment (VMM-GRAPH). While a stream captures, every other call naming it
+ * (stream_synchronize, stream_destroy, event_record, stream_wait_event,
+ * slot_release, slot_remap and their batches, request_launch_copy,
+ * request_stream_wait, graph_begin, graph_launch) is refused with
+ * XMC_ERR_CAPTURING and changes nothing, the capture included; graph_begin on
+ * a stream that a remap's reload copies are still to be enqueued on is
+ * XMC_ERR_BUSY. graph_end on a stream that is not capturing is
+ * XMC_ERR_INVALID_ARGUMENT. graph_destroy waits for the graph's launches to
+ * finish (never frees what a running launch uses). */
+#define XMC_ENTRIES_GRAPH(X)                                                                    \
+    X(I, xmc_status, graph_begin, (xmc_instance *inst, xmc_stream *s))                          \
+    X(I, xmc_status, graph_end, (xmc_instance *inst, xmc_stream *s, xmc_graph **out))           \
+    X(I, xmc_status, graph_launch, (xmc_instance *inst, xmc_graph *g, xmc_stream *s))           \
+    X(I, xmc_status, graph_destroy, (xmc_instance *inst, xmc_graph *g))
+
 /* The groups in table order, and the capability whose declaration requires a
  * group's entry points to be filled (0: every backend fills them). */
-#define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER)
+#define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH)
 #define XMC_GROUP_CAPABILITY_INSTANCE 0
 #define XMC_GROUP_CAPABILITY_ERRORS 0
 #define XMC_GROUP_CAPABILITY_PIN XMC_CAP_PIN
@@ -395,6 +418,7 @@ typedef struct xmc_transfer_stats {
 #define XMC_GROUP_CAPABILITY_COPY XMC_CAP_COPY
 #define XMC_GROUP_CAPABILITY_VMM XMC_CAP_VMM
 #define XMC_GROUP_CAPABILITY_TRANSFER XMC_CAP_TRANSFER
+#define XMC_GROUP_CAPABILITY_GRAPH XMC_CAP_GRAPH
 
 /* ---- the table --------------------------------------------------------- */
 #define XMC_TABLE_MEMBER_(kind, ret, name, params) ret (*name) params;

@@ -277,6 +277,16 @@ void commit(SlotBook<S, R> &v, const std::shared_ptr<R> &r, xmc_request **out) {
     *out = h;
 }
 
+// graph_begin on stream s (capability graph): a remap whose worker has not yet enqueued its reload
+// copies on s would have them recorded into the graph instead of reloading its slots, so the capture
+// is refused (busy) until the remap has run. Caller holds v.mu.
+template <class S, class R>
+bool copies_to_enqueue_on(const SlotBook<S, R> &v, xmc_stream *s) {
+    for (const auto &[h, r] : v.requests)
+        if (r->remap && !r->defer && !r->done && r->stream == s) return true;
+    return false;
+}
+
 // ---- workers --------------------------------------------------------------------------
 
 // VMM-RELEASE-ORDER: a release never unmaps under a copy still running into its slot.

@@ -52,7 +52,8 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
 
 xmc_status close(xmc_instance *inst) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
-    vmm_close(static_cast<Instance *>(inst));  // slots first: their copies and callbacks need the streams
+    graph_close(static_cast<Instance *>(inst));  // launches first: they may read and write slots
+    vmm_close(static_cast<Instance *>(inst));  // slots next: their copies and callbacks need the streams
     auto *in = static_cast<Instance *>(inst);
     // Its streams, events and allocations next. A failed release keeps the
     // instance open with what is left, so that closing again finishes.
@@ -107,7 +108,7 @@ void fill_table(xmc_backend &t) {
     // Declared whatever the driver: a missing driver, device or entry point is
     // reported by the calls (unsupported), never by hiding the capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER | XMC_CAP_STREAM |
-                     XMC_CAP_COPY | XMC_CAP_VMM | XMC_CAP_TRANSFER;
+                     XMC_CAP_COPY | XMC_CAP_VMM | XMC_CAP_TRANSFER | XMC_CAP_GRAPH;
     XMC_CUDA_GROUPS(XMC_FILL_GROUP)
     XMC_FILL_ERRORS(t)
 }

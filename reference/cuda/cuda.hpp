@@ -10,6 +10,7 @@
 
 #include <cuda.h>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -40,6 +41,11 @@ namespace xmc::cuda {
 // Affine transfer (transfer.cpp): peer copies between the GPUs of one process, and peer access.
 #define XMC_CU_TRANSFER(X)                                                                          \
     X(cuMemcpyPeerAsync) X(cuMemcpy3DPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)
+// Graphs (graph.cpp): stream capture, instantiation, launch and destruction;
+// cuStreamIsCapturing says whether a capture the driver refused to end is still open.
+#define XMC_CU_GRAPH(X)                                                                             \
+    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing) X(cuGraphInstantiate)     \
+    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
 // Optional: cuStreamWaitValue32 lets a slot consumer wait GPU-side for a copy
 // not issued yet (vmm.cpp, VMM-EVENT-WAIT); only that wait needs it.
 #define XMC_CU_OPTIONAL(X) X(cuGetErrorName) X(cuStreamWaitValue32)
@@ -64,6 +70,7 @@ struct Driver {
     XMC_CU_COPY(XMC_CU_MEMBER)
     XMC_CU_VMM(XMC_CU_MEMBER)
     XMC_CU_TRANSFER(XMC_CU_MEMBER)
+    XMC_CU_GRAPH(XMC_CU_MEMBER)
     XMC_CU_OPTIONAL(XMC_CU_MEMBER)
 #undef XMC_CU_MEMBER
 
@@ -73,6 +80,7 @@ struct Driver {
     std::string missing_register, missing_stream, missing_copy;  // first missing entry point, per group
     std::string missing_vmm;
     std::string missing_transfer;
+    std::string missing_graph;
     std::vector<Device> devices;  // by xmc index = the driver's ordinal
 
     std::mutex mu;            // guards the fields below and contexts' retains
@@ -117,10 +125,23 @@ xmc_status require(xmc_instance *inst, const char *call, const std::string &miss
 // XMC_ERR_NO_DEVICE unless 0 <= device < device count.
 xmc_status check_device(xmc_instance *inst, int32_t device, const char *call);
 
+// A host callback recorded into a capture (graph.cpp): it runs once per launch,
+// so it belongs to the graph, never freed by its trampoline.
+struct RecordedCallback {
+    xmc_host_fn fn = nullptr;
+    void *user = nullptr;
+};
+// What a capture holds besides the driver's graph: its recorded callbacks.
+struct Capture {
+    std::mutex mu;
+    std::vector<std::unique_ptr<RecordedCallback>> callbacks;
+};
+
 struct Stream {
     CUstream stream = nullptr;
     int32_t device = 0;
     CUcontext ctx = nullptr;
+    std::shared_ptr<Capture> capture;  // set while the stream captures (graph.cpp)
 };
 struct Event {
     CUevent event = nullptr;
@@ -132,7 +153,8 @@ struct DevAlloc {
     CUcontext ctx = nullptr;
 };
 
-struct Vmm;  // vmm.cpp
+struct Vmm;    // vmm.cpp
+struct Graph;  // graph.cpp
 
 // Streams, events and device allocations belong to the instance that made
 // them and go with it; registrations and pinned blocks are process-wide.
@@ -147,6 +169,7 @@ struct Instance : xmc_instance {
     std::map<xmc_event *, Event> events;
     std::map<uintptr_t, DevAlloc> dev_allocs;
     std::shared_ptr<Vmm> vmm;  // slots, requests and their threads (vmm.cpp)
+    std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;  // graph.cpp
 };
 
 void fill_table(xmc_backend &table);
@@ -154,7 +177,7 @@ void fill_table(xmc_backend &table);
 // The entry points, one group per primitive, each in its file: backend.cpp
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
-#define XMC_CUDA_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER)
+#define XMC_CUDA_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH)
 XMC_CUDA_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp
@@ -176,5 +199,18 @@ std::shared_ptr<Vmm> vmm_create();
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // Before the instance goes: waits for every slot's work, frees the slots, joins the threads.
 void vmm_close(Instance *in);
+// graph_begin's guard (graph.cpp): XMC_ERR_BUSY while a remap still has reload copies to enqueue
+// on `s` (they would be captured into the graph instead of reloading the slot); otherwise runs
+// `begin` under the slots' lock, so that no such remap is submitted meanwhile.
+xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin);
+
+// graph.cpp
+// GRAPH-CAPTURE, VMM-GRAPH-ORDER: `call` on a capturing stream, refused before the driver sees it
+// (which would refuse it with `native` and end the capture, or record it where it cannot be
+// replayed): XMC_ERR_CAPTURING, nothing changed, the capture included.
+xmc_status refuse_capturing(xmc_instance *inst, const char *call, CUresult native = CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
+// Before the instance's streams go: ends the captures left open and destroys every graph,
+// after waiting for its launches.
+void graph_close(Instance *in);
 
 } // namespace xmc::cuda

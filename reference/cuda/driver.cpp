@@ -46,6 +46,7 @@ void load(Driver &d) {
 #define XMC_CU_COPY_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_copy);
 #define XMC_CU_VMM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_vmm);
 #define XMC_CU_TRANSFER_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_transfer);
+#define XMC_CU_GRAPH_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_graph);
 #define XMC_CU_OPT_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &unused);
     XMC_CU_CORE(XMC_CU_CORE_ONE)
     XMC_CU_REGISTER(XMC_CU_REG_ONE)
@@ -53,6 +54,7 @@ void load(Driver &d) {
     XMC_CU_COPY(XMC_CU_COPY_ONE)
     XMC_CU_VMM(XMC_CU_VMM_ONE)
     XMC_CU_TRANSFER(XMC_CU_TRANSFER_ONE)
+    XMC_CU_GRAPH(XMC_CU_GRAPH_ONE)
     XMC_CU_OPTIONAL(XMC_CU_OPT_ONE)
     if (!missing_core.empty()) {
         d.why = d.library + " does not export " + missing_core + ", which the backend needs";
@@ -140,6 +142,17 @@ xmc_status status_of(CUresult r) {
     case CUDA_SUCCESS: return XMC_OK;
     case CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: return XMC_ERR_ALREADY_REGISTERED;
     case CUDA_ERROR_NOT_SUPPORTED: return XMC_ERR_UNSUPPORTED;
+    // GRAPH-CAPTURE: what the driver refuses because of a capture (and the end of a
+    // capture it invalidated) is its own class.
+    case CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED:
+    case CUDA_ERROR_STREAM_CAPTURE_INVALIDATED:
+    case CUDA_ERROR_STREAM_CAPTURE_MERGE:
+    case CUDA_ERROR_STREAM_CAPTURE_UNMATCHED:
+    case CUDA_ERROR_STREAM_CAPTURE_UNJOINED:
+    case CUDA_ERROR_STREAM_CAPTURE_ISOLATION:
+    case CUDA_ERROR_STREAM_CAPTURE_IMPLICIT:
+    case CUDA_ERROR_CAPTURED_EVENT:
+    case CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD: return XMC_ERR_CAPTURING;
     default: return XMC_ERR_DRIVER;
     }
 }

@@ -5,6 +5,10 @@
 // (CUDA_ERROR_NOT_PERMITTED, VMM-CALLBACK): the trampoline only calls the
 // user's function and frees its own record, nothing else.
 // Device memory: cuMemAlloc in the device's context, freed in the same one.
+// Capture (capability `graph`, graph.cpp): the driver records the copies and
+// host callbacks of a capturing stream; a recorded callback runs once per
+// launch, so its record belongs to the graph. Every other call naming a
+// capturing stream is refused before the driver (refuse_capturing).
 #include "cuda.hpp"
 
 #include <new>
@@ -133,6 +137,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
         if (it == in->streams.end()) return bad_stream(inst, "stream_destroy", handle);
         s = it->second;
     }
+    if (s.capture) return refuse_capturing(inst, "stream_destroy");
     if (CUresult r = destroy_stream(s); r != CUDA_SUCCESS)
         return driver_fail(inst, r, "stream_destroy", "cuStreamSynchronize/cuStreamDestroy");  // kept: the caller may retry
     std::lock_guard<std::mutex> lock(in->mu);
@@ -144,6 +149,8 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
 xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
     Stream s;
     if (!find_stream(inst, handle, &s)) return bad_stream(inst, "stream_synchronize", handle);
+    // The driver refuses it too, and ends the capture (probe: capture_stream_synchronize).
+    if (s.capture) return refuse_capturing(inst, "stream_synchronize");
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     CUresult r = scope.result();
@@ -192,6 +199,9 @@ xmc_status event_record(xmc_instance *inst, xmc_event *eh, xmc_stream *sh) {
     Stream s;
     if (!find_event(inst, eh, &e)) return bad_event(inst, "event_record", eh);
     if (!find_stream(inst, sh, &s)) return bad_stream(inst, "event_record", sh);
+    // The driver would take it into the capture, where the event means nothing
+    // to a launch (and querying it is CUDA_ERROR_CAPTURED_EVENT until the end).
+    if (s.capture) return refuse_capturing(inst, "event_record");
     // The driver records an event only on a stream of its own context.
     if (e.device != s.device)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_record",
@@ -218,6 +228,8 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) 
     Stream s;
     if (!find_event(inst, eh, &e)) return bad_event(inst, "stream_wait_event", eh);
     if (!find_stream(inst, sh, &s)) return bad_stream(inst, "stream_wait_event", sh);
+    // An event recorded outside the capture: CUDA_ERROR_STREAM_CAPTURE_ISOLATION (probe).
+    if (s.capture) return refuse_capturing(inst, "stream_wait_event", CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     CUresult r = scope.result();
@@ -237,12 +249,30 @@ void CUDA_CB trampoline(void *p) {
     cb->fn(cb->user);
     delete cb;
 }
+// A recorded callback: run by every launch, freed with its graph.
+void CUDA_CB recorded_trampoline(void *p) {
+    auto *cb = static_cast<RecordedCallback *>(p);
+    cb->fn(cb->user);
+}
 } // namespace
 
 xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, void *user) {
     if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
     Stream s;
     if (!find_stream(inst, sh, &s)) return bad_stream(inst, "host_callback", sh);
+    if (s.capture) {
+        // GRAPH-CAPTURE: recorded; the capture keeps the record for the graph.
+        auto rec = std::unique_ptr<RecordedCallback>(new (std::nothrow) RecordedCallback{fn, user});
+        if (!rec) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, "host_callback", "host_callback: out of host memory");
+        Driver &d = Driver::get();
+        CtxScope scope(d, s.ctx);
+        CUresult r = scope.result();
+        if (r == CUDA_SUCCESS) r = d.cuLaunchHostFunc(s.stream, recorded_trampoline, rec.get());
+        if (r != CUDA_SUCCESS) return driver_fail(inst, r, "host_callback", "cuLaunchHostFunc");
+        std::lock_guard<std::mutex> lock(s.capture->mu);
+        s.capture->callbacks.push_back(std::move(rec));
+        return XMC_OK;
+    }
     auto *cb = new (std::nothrow) Callback{fn, user};
     if (!cb) return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, "host_callback", "host_callback: out of host memory");
     Driver &d = Driver::get();

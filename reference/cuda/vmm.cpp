@@ -27,6 +27,13 @@
 //   to from the CPU once the copy has finished or will never run
 //   (VMM-EVENT-WAIT). Word values only grow, so a stream still waiting on an
 //   old value of a reused word is never held by the new one.
+// Speed (VMM-SPEED): a caller waiting for a request polls the request's own
+// copy events itself, as the driver's synchronize spins, rather than waiting
+// for the watcher (whose backoff reaches 100 us) to notice them and wake it;
+// the events of stream points and copies are reused, not made per request.
+// With XMC_CUDA_SLOT_PHASES=FILE each instance writes, at close, one line per
+// request: when its stream point was seen, a worker took it, its driver calls
+// were done, its copies enqueued and seen done (hardware/gpu_bench.cpp reads it).
 #include "cuda.hpp"
 #include "slot_book.hpp"
 
@@ -37,6 +44,8 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
@@ -58,10 +67,15 @@ struct Slot : be::SlotBase<Request> {
     CUmemGenericAllocationHandle handle = 0;  // the allocation mapped now, or 0 while released
 };
 
+using Clock = std::chrono::steady_clock;
+
 struct Request : be::RequestBase<Slot> {
     std::vector<CUevent> events;    // per slot: recorded after its copy, until the copy is seen done
     std::vector<int> words;         // per slot: the word a consumer waits on for it (-1: none)
     std::vector<uint32_t> targets;  // per slot: the value that word gets once the copy is settled
+    // VMM-SPEED, XMC_CUDA_SLOT_PHASES: when each step happened (zero: not yet).
+    Clock::time_point t_submit, t_point, t_picked, t_driver, t_enqueued, t_copied;
+    size_t bytes = 0;               // of its slots together
 };
 
 struct Watched {  // an event the watcher polls: a request's stream point, or a copy's end
@@ -94,9 +108,16 @@ struct Vmm : be::SlotBook<Slot, Request> {
     CUcontext words_ctx = nullptr;
     std::vector<int> free_words;
     std::vector<PassEvent> passes;
+    std::vector<PassEvent> spare_events;  // VMM-SPEED: done with, for the next point or copy
+    std::string phases_file;              // XMC_CUDA_SLOT_PHASES: where close writes `phases`
+    std::vector<std::string> phases;
 };
 
-std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
+std::shared_ptr<Vmm> vmm_create() {
+    auto v = std::make_shared<Vmm>();
+    if (const char *f = std::getenv("XMC_CUDA_SLOT_PHASES")) v->phases_file = f;
+    return v;
+}
 
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st) {
     return be::workers_option(key, value, &in->vmm->workers, st);
@@ -113,6 +134,40 @@ CUmemAllocationProp device_prop(int32_t device) {
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     p.location.id = Driver::get().devices[static_cast<size_t>(device)].dev;
     return p;
+}
+
+// ---- events, reused (VMM-SPEED) -------------------------------------------------
+
+// An event of context ctx for a stream point or a copy: a spare one, or new.
+CUresult take_event(Vmm &v, CUcontext ctx, CUevent *ev) {
+    for (size_t k = v.spare_events.size(); k-- > 0;)
+        if (v.spare_events[k].ctx == ctx) {
+            *ev = v.spare_events[k].ev;
+            v.spare_events.erase(v.spare_events.begin() + static_cast<long>(k));
+            return CUDA_SUCCESS;
+        }
+    return Driver::get().cuEventCreate(ev, CU_EVENT_DISABLE_TIMING);
+}
+
+// An event seen complete: kept for the next one (a few), else destroyed. Its
+// context is current.
+void give_event(Vmm &v, CUcontext ctx, CUevent ev) {
+    constexpr size_t kSpares = 16;
+    if (v.spare_events.size() < kSpares) v.spare_events.push_back({ev, ctx});
+    else Driver::get().cuEventDestroy(ev);
+}
+
+// XMC_CUDA_SLOT_PHASES: r is finished; its steps, in microseconds after its submit.
+void note_phases(Vmm &v, const Request &r) {
+    if (v.phases_file.empty()) return;
+    auto us = [&](Clock::time_point t) {
+        return t == Clock::time_point{} ? -1.0 : std::chrono::duration<double, std::micro>(t - r.t_submit).count();
+    };
+    char line[200];
+    std::snprintf(line, sizeof line, "%s %zu %zu %.1f %.1f %.1f %.1f %.1f", r.remap ? "remap" : "release",
+                  r.slots.size(), r.bytes, us(r.t_point), us(r.t_picked), us(r.t_driver), us(r.t_enqueued),
+                  us(r.t_copied));
+    v.phases.emplace_back(line);
 }
 
 // ---- physical memory of a slot ---------------------------------------------
@@ -178,6 +233,7 @@ void run_release(Request &r) {
         }
         be::release_ran(*s, r, s->handle != 0);
     }
+    r.t_driver = Clock::now();
 }
 
 void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
@@ -195,6 +251,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         }
         ++mapped;
     }
+    r->t_driver = Clock::now();
     if (r->status != XMC_OK) {
         // VMM-ASYNC-ERROR: slots back to what the model says (slot_book.hpp).
         // Roll back every mapping this request made: none was adopted.
@@ -202,6 +259,7 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         be::remap_failed(*r, [](const Slot &s) { return s.handle != 0; });
     } else if (!r->defer) {
         for (size_t i = 0; i < r->slots.size(); ++i) start_copy(inst, v, r, i, r->stream, "slot_remap");
+        r->t_enqueued = Clock::now();
     }
     for (const auto &s : r->slots) --s->jobs;
 }
@@ -220,10 +278,12 @@ void settle_words(Vmm &v, Request &r) {
 }
 
 void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
+    r->t_picked = Clock::now();
     if (r->remap) run_remap(inst, v, r);
     else run_release(*r);
     r->done = true;
     settle_words(v, *r);
+    if (r->finished()) note_phases(v, *r);  // a release, or a remap with no copy in flight
     v.cv.notify_all();
 }
 
@@ -237,6 +297,10 @@ void finish_copy(Vmm &v, const Watched &w, CUresult res) {
     r.events[w.index] = nullptr;
     r.copy_finished(w.index);
     settle_words(v, r);
+    if (r.finished()) {
+        r.t_copied = Clock::now();
+        note_phases(v, r);
+    }
     v.cv.notify_all();
 }
 
@@ -246,8 +310,42 @@ void finish_copy(Vmm &v, const Watched &w, CUresult res) {
 void point_reached(Vmm &v, const Watched &w, CUresult res) {
     if (res != CUDA_SUCCESS) record(*w.r, res, "the stream point (cuEventQuery) of the request");
     w.r->fired = true;
+    w.r->t_point = Clock::now();
     v.jobs.push_back(w.r);
     v.cv.notify_all();
+}
+
+// Queries the watched events that `pick` selects and finishes those that
+// completed (the watcher: all of them; a caller waiting for a request: its
+// copies). Caller holds v.mu; true if one finished.
+template <class Pick>
+bool poll(Vmm &v, Pick &&pick) {
+    Driver &d = Driver::get();
+    bool progressed = false;
+    for (size_t k = 0; k < v.watched.size();) {
+        if (!pick(v.watched[k])) {
+            ++k;
+            continue;
+        }
+        CUresult res;
+        {
+            CtxScope scope(d, v.watched[k].ctx);
+            res = scope.result();
+            if (res == CUDA_SUCCESS) res = d.cuEventQuery(v.watched[k].ev);
+            if (res == CUDA_ERROR_NOT_READY) {
+                ++k;
+                continue;
+            }
+            if (res == CUDA_SUCCESS) give_event(v, v.watched[k].ctx, v.watched[k].ev);
+            else if (scope.result() == CUDA_SUCCESS) d.cuEventDestroy(v.watched[k].ev);  // failed: not reused
+        }
+        const Watched w = v.watched[k];
+        v.watched.erase(v.watched.begin() + static_cast<long>(k));
+        if (w.point) point_reached(v, w, res);
+        else finish_copy(v, w, res);
+        progressed = true;
+    }
+    return progressed;
 }
 
 // VMM-CALLBACK: stream points are seen here, never on a callback thread.
@@ -257,7 +355,6 @@ void point_reached(Vmm &v, const Watched &w, CUresult res) {
 // which bounds how late a finish is seen (0.5% of a 1 GiB reload).
 void watch_loop(Vmm *v) {
     prctl(PR_SET_TIMERSLACK, 1UL);  // the default 50 us slack would stretch the short sleeps
-    Driver &d = Driver::get();
     std::unique_lock<std::mutex> lock(v->mu);
     unsigned idle = 0;
     for (;;) {
@@ -268,25 +365,7 @@ void watch_loop(Vmm *v) {
         }
         if (v->watch_fresh) idle = 0;
         v->watch_fresh = false;
-        bool progressed = false;
-        for (size_t k = 0; k < v->watched.size();) {
-            CUresult res;
-            {
-                CtxScope scope(d, v->watched[k].ctx);
-                res = scope.result();
-                if (res == CUDA_SUCCESS) res = d.cuEventQuery(v->watched[k].ev);
-            }
-            if (res == CUDA_ERROR_NOT_READY) {
-                ++k;
-                continue;
-            }
-            const Watched w = v->watched[k];
-            v->watched.erase(v->watched.begin() + static_cast<long>(k));
-            d.cuEventDestroy(w.ev);
-            if (w.point) point_reached(*v, w, res);
-            else finish_copy(*v, w, res);
-            progressed = true;
-        }
+        const bool progressed = poll(*v, [](const Watched &) { return true; });
         if (progressed) {
             idle = 0;
             continue;
@@ -317,11 +396,19 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     if (st.device != s.device)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a stream of device %d for a slot of device %d",
                         call, st.device, s.device);
+    // VMM-GRAPH-ORDER: the copy would be captured, not run, and its event never complete. A
+    // deferred launch is refused, nothing changed; a worker never meets this (graph_begin
+    // waits for a remap's copies, vmm_before_capture), and would fail the request.
+    if (st.capture) {
+        if (std::strcmp(call, "request_launch_copy") != 0)
+            record(*r, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "issuing the reload copy onto a capturing stream");
+        return refuse_capturing(inst, call);
+    }
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     CUresult res = scope.result();
     CUevent ev = nullptr;
-    if (res == CUDA_SUCCESS) res = d.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+    if (res == CUDA_SUCCESS) res = take_event(v, s.ctx, &ev);
     // VMM-REMAP-COPY: the whole slot from its checked pinned source.
     if (res == CUDA_SUCCESS) res = d.cuMemcpyHtoDAsync(s.addr, r->srcs[i], s.size, st.stream);
     if (res == CUDA_SUCCESS) res = d.cuEventRecord(ev, st.stream);
@@ -357,11 +444,16 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     if (!find_stream(inst, stream, &st))
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
                         static_cast<void *>(stream));
+    // VMM-GRAPH-ORDER: the stream point (and the cuStreamQuery below, which
+    // would end the capture) cannot join a capture: refused, nothing changed.
+    if (st.capture) return refuse_capturing(inst, call);
     if (remap) {
         r->events.assign(n, nullptr);
         r->words.assign(n, -1);
         r->targets.assign(n, 0);
     }
+    r->t_submit = Clock::now();
+    for (const auto &x : r->slots) r->bytes += x->size;
     // The stream point: an event after the stream's prior work, which the
     // watcher sees complete. A stream with no work left has passed its point
     // already: the request goes to the workers at once, which saves the
@@ -374,7 +466,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         CtxScope scope(d, st.ctx);
         CUresult res = scope.result();
         if (res == CUDA_SUCCESS) idle = d.cuStreamQuery(st.stream) == CUDA_SUCCESS;
-        if (res == CUDA_SUCCESS && !idle) res = d.cuEventCreate(&ev, CU_EVENT_DISABLE_TIMING);
+        if (res == CUDA_SUCCESS && !idle) res = take_event(v, st.ctx, &ev);
         if (res == CUDA_SUCCESS && !idle) res = d.cuEventRecord(ev, st.stream);
         if (res != CUDA_SUCCESS) {
             if (ev) d.cuEventDestroy(ev);  // never recorded: nothing changed
@@ -383,6 +475,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     }
     if (idle) {
         r->fired = true;
+        r->t_point = Clock::now();
         v.jobs.push_back(r);
     } else {
         v.watched.push_back({ev, st.ctx, r, true, 0});
@@ -536,11 +629,30 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     }
     const xmc_status st = start_copy(inst, v, r, index, s, call);
     if (st != XMC_OK) settle_words(v, *r);
+    else r->t_enqueued = Clock::now();
     return st;
 }
 
 xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
-    return be::wait_request(inst, vmm_of(inst), h, timeout_ms);
+    Vmm &v = vmm_of(inst);
+    {
+        // VMM-SPEED: for up to kSpin the caller polls the request's own copies
+        // (this is the caller's thread: driver calls are allowed), as the raw
+        // driver's synchronize spins, instead of waiting for the watcher to see
+        // them and wake it; then, or once there is nothing to poll, it waits.
+        constexpr auto kSpin = std::chrono::milliseconds(2);
+        std::unique_lock<std::mutex> lock(v.mu);
+        std::shared_ptr<Request> r = be::find_request(v, h);
+        const auto until = Clock::now() + std::min<Clock::duration>(kSpin, std::chrono::milliseconds(timeout_ms));
+        while (r && !r->finished() && Clock::now() < until) {
+            if (r->done) poll(v, [&](const Watched &w) { return w.r == r && !w.point; });
+            if (r->finished()) break;
+            lock.unlock();
+            std::this_thread::yield();
+            lock.lock();
+        }
+    }
+    return be::wait_request(inst, v, h, timeout_ms);
 }
 
 xmc_status request_adopt(xmc_instance *inst, xmc_request *h) { return be::adopt_request(inst, vmm_of(inst), h); }
@@ -561,6 +673,9 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
     if (!find_stream(inst, sh, &s))
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream", call,
                         static_cast<void *>(sh));
+    // VMM-GRAPH-ORDER: a wait on events recorded outside the capture is
+    // CUDA_ERROR_STREAM_CAPTURE_ISOLATION, and its pass event could not be recorded.
+    if (s.capture) return refuse_capturing(inst, call, CUDA_ERROR_STREAM_CAPTURE_ISOLATION);
     // The copies to wait for: all of a remap's own, or the deferred ones
     // launched by now. One issued and not seen finished has an event to wait
     // on. One not issued yet (the remap has not run, or a launch is waiting
@@ -648,6 +763,15 @@ xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
     return XMC_OK;
 }
 
+xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin) {
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    if (be::copies_to_enqueue_on(v, s))
+        return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
+                        "graph_begin: a remap on this stream has not enqueued its reload copies yet (wait for it first)");
+    return begin();
+}
+
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {
     const char *call = "device_free_memory";
     Driver &d = Driver::get();
@@ -687,6 +811,18 @@ void vmm_close(Instance *in) {
         d.cuEventDestroy(p.ev);
     }
     v.passes.clear();
+    for (const PassEvent &e : v.spare_events) {
+        CtxScope scope(d, e.ctx);
+        if (scope.result() == CUDA_SUCCESS) d.cuEventDestroy(e.ev);
+    }
+    v.spare_events.clear();
+    if (!v.phases.empty()) {
+        if (FILE *f = std::fopen(v.phases_file.c_str(), "a")) {
+            for (const std::string &line : v.phases) std::fprintf(f, "%s\n", line.c_str());
+            std::fclose(f);
+        }
+        v.phases.clear();
+    }
     if (v.words) {
         CtxScope scope(d, v.words_ctx);
         if (scope.result() == CUDA_SUCCESS) d.cuMemHostUnregister(v.words);

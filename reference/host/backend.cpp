@@ -42,7 +42,8 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
 
 xmc_status close(xmc_instance *inst) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
-    vmm_close(static_cast<Instance *>(inst));  // slots first: their copies and callbacks need the streams
+    graph_close(static_cast<Instance *>(inst));  // launches first: they may read and write slots
+    vmm_close(static_cast<Instance *>(inst));  // slots next: their copies and callbacks need the streams
     delete static_cast<Instance *>(inst);
     return XMC_OK;
 }
@@ -72,7 +73,7 @@ void fill_table(xmc_backend &t) {
     t.name = "host";
     t.version = "0.2.0";
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_REGISTER | XMC_CAP_STREAM | XMC_CAP_COPY |
-                     XMC_CAP_TRANSFER | XMC_CAP_VMM;
+                     XMC_CAP_TRANSFER | XMC_CAP_VMM | XMC_CAP_GRAPH;
     XMC_HOST_GROUPS(XMC_FILL_GROUP)
     XMC_FILL_ERRORS(t)
 }

@@ -13,7 +13,9 @@ namespace xmc::host {
 xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
     if (xmc_status st = be::check_copy(inst, desc, 1); st != XMC_OK) return st;
     const xmc_copy_desc d = *desc;  // the caller's descriptor may go away before the copy runs
-    return enqueue(inst, s, "copy", [d] {
+    // GRAPH-CAPTURE: recorded while s captures; the op reads and writes the
+    // described addresses each time it runs (VMM-GRAPH: a slot's current backing).
+    return enqueue_or_record(inst, s, "copy", [d] {
         auto *src = static_cast<const char *>(d.src.ptr);
         auto *dst = static_cast<char *>(d.dst.ptr);
         // COPY-STRIDED: each described row, exactly width_bytes of it.

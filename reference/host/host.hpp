@@ -10,12 +10,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 namespace xmc::host {
 
 struct Stream;  // stream.cpp
 struct Event;   // stream.cpp
 struct Vmm;     // vmm.cpp
+struct Graph;   // graph.cpp
 
 // Per-instance objects: streams, events and device allocations belong to the
 // instance that made them and go with it (registrations and pinned blocks are
@@ -28,6 +30,7 @@ struct Instance : xmc_instance {
     std::map<xmc_event *, std::shared_ptr<Event>> events;
     std::map<uintptr_t, size_t> dev_allocs;  // base -> bytes
     std::shared_ptr<Vmm> vmm;  // slots, requests and their workers (vmm.cpp)
+    std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;  // graph.cpp
 };
 
 // Fills the table with every entry point this library implements.
@@ -36,12 +39,22 @@ void fill_table(xmc_backend &table);
 // The entry points, one group per primitive, each in its file: backend.cpp
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
-#define XMC_HOST_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER)
+#define XMC_HOST_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH)
 XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
 
-// stream.cpp: appends `op` to stream `s` of `inst` (copy.cpp); refuses an unknown stream
-// with XMC_ERR_INVALID_HANDLE recorded under `call`.
+// stream.cpp: appends `op` to stream `s` of `inst`; refuses an unknown stream with
+// XMC_ERR_INVALID_HANDLE and a capturing one with XMC_ERR_CAPTURING (GRAPH-CAPTURE: only
+// copies and host callbacks join a capture), recorded under `call`.
 xmc_status enqueue(xmc_instance *inst, xmc_stream *s, const char *call, std::function<void()> op);
+// stream.cpp: the work of a copy or a host callback: recorded into the stream's capture while it
+// captures (GRAPH-CAPTURE), appended to the stream otherwise. A recorded op may run many times.
+xmc_status enqueue_or_record(xmc_instance *inst, xmc_stream *s, const char *call, std::function<void()> op);
+// stream.cpp, for graph.cpp: a capture is the list of ops recorded on a stream, in order.
+using Recording = std::vector<std::function<void()>>;
+// Starts recording `s` (XMC_ERR_CAPTURING if it already records); ends it, giving what was
+// recorded (XMC_ERR_INVALID_ARGUMENT if it does not record).
+xmc_status begin_capture(xmc_instance *inst, xmc_stream *s, const char *call);
+xmc_status end_capture(xmc_instance *inst, xmc_stream *s, const char *call, Recording *out);
 
 // transfer.cpp: what each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote
 // (reference/common/transfer_protocol.hpp). Named here so that a broken backend of the self-test
@@ -58,5 +71,11 @@ std::shared_ptr<Vmm> vmm_create();
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // Before the instance goes: waits for every slot's work, frees the slots, joins the workers.
 void vmm_close(Instance *in);
+// graph_begin's guard (graph.cpp): XMC_ERR_BUSY while a remap still has reload copies to enqueue
+// on `s` (they would be recorded into the graph instead of reloading the slot); otherwise runs
+// `begin` under the slots' lock, so that no such remap is submitted meanwhile.
+xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin);
+// graph.cpp: before the instance goes, waits for every graph's launches and frees the graphs.
+void graph_close(Instance *in);
 
 } // namespace xmc::host

@@ -5,6 +5,10 @@
 // generation issued at the time of the call and blocks its stream until that
 // generation completes (an event never recorded is complete, as in CUDA).
 // Device memory is host memory standing in for device 0's.
+// Capture (capability `graph`, GRAPH-CAPTURE): while a stream records, the ops
+// of its copies and host callbacks go into its recording instead of its queue;
+// every other op is refused (enqueue), so nothing that cannot be replayed is
+// ever recorded.
 #include "host.hpp"
 
 #include <condition_variable>
@@ -20,6 +24,7 @@ struct Stream {
     std::deque<std::function<void()>> queue;
     uint64_t enqueued = 0;  // operations ever enqueued
     uint64_t finished = 0;  // operations that have run, in order
+    std::unique_ptr<Recording> capture;  // non-null while the stream records (graph.cpp)
     bool stop = false;
     std::thread worker;
 
@@ -86,17 +91,70 @@ static xmc_status check_device(xmc_instance *inst, int32_t device, const char *c
     return XMC_OK;
 }
 
-xmc_status enqueue(xmc_instance *inst, xmc_stream *handle, const char *call, std::function<void()> op) {
+static xmc_status bad_stream(xmc_instance *inst, const char *call, xmc_stream *handle) {
+    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
+                    static_cast<void *>(handle));
+}
+
+// VMM-GRAPH-ORDER, GRAPH-CAPTURE: a call that may not join a capture, refused with nothing changed.
+static xmc_status refuse_capturing(xmc_instance *inst, const char *call) {
+    return be::fail(inst, XMC_ERR_CAPTURING, 0, call,
+                    "%s: the stream is capturing a graph (graph_begin), which this call may not join", call);
+}
+
+// Appends op to s, or records it while s captures and `record` allows it.
+static xmc_status push(xmc_instance *inst, xmc_stream *handle, const char *call, std::function<void()> op,
+                       bool record) {
     Stream *s = inst ? find_stream(as_host(inst), handle) : nullptr;
-    if (!s) return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
-                            static_cast<void *>(handle));
+    if (!s) return bad_stream(inst, call, handle);
     {
         std::lock_guard<std::mutex> lock(s->mu);
+        if (s->capture && !record) return refuse_capturing(inst, call);
+        if (s->capture) {
+            s->capture->push_back(std::move(op));  // GRAPH-CAPTURE: recorded, run by each launch
+            return XMC_OK;
+        }
         s->queue.push_back(std::move(op));
         ++s->enqueued;
     }
     s->cv.notify_all();
     return XMC_OK;
+}
+
+xmc_status enqueue(xmc_instance *inst, xmc_stream *handle, const char *call, std::function<void()> op) {
+    return push(inst, handle, call, std::move(op), false);
+}
+
+xmc_status enqueue_or_record(xmc_instance *inst, xmc_stream *handle, const char *call, std::function<void()> op) {
+    return push(inst, handle, call, std::move(op), true);
+}
+
+xmc_status begin_capture(xmc_instance *inst, xmc_stream *handle, const char *call) {
+    Stream *s = find_stream(as_host(inst), handle);
+    if (!s) return bad_stream(inst, call, handle);
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (s->capture)
+        return be::fail(inst, XMC_ERR_CAPTURING, 0, call, "%s: the stream is capturing already", call);
+    s->capture = std::make_unique<Recording>();
+    return XMC_OK;
+}
+
+xmc_status end_capture(xmc_instance *inst, xmc_stream *handle, const char *call, Recording *out) {
+    Stream *s = find_stream(as_host(inst), handle);
+    if (!s) return bad_stream(inst, call, handle);
+    std::lock_guard<std::mutex> lock(s->mu);
+    if (!s->capture)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: the stream is not capturing (no graph_begin)",
+                        call);
+    *out = std::move(*s->capture);
+    s->capture.reset();
+    return XMC_OK;
+}
+
+// The stream records a graph now (a capture begun on it and not ended).
+static bool capturing(Stream &s) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.capture != nullptr;
 }
 
 xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
@@ -124,6 +182,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
         if (it->second->worker.get_id() == std::this_thread::get_id())
             return be::fail(inst, XMC_ERR_BUSY, 0, "stream_destroy",
                             "stream_destroy: called from a host callback of the stream being destroyed");
+        if (capturing(*it->second)) return refuse_capturing(inst, "stream_destroy");
         s = std::move(it->second);
         in->streams.erase(it);
     }
@@ -145,6 +204,8 @@ xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
         return be::fail(inst, XMC_ERR_BUSY, 0, "stream_synchronize",
                         "stream_synchronize: called from a host callback of the same stream (would wait for itself)");
     std::unique_lock<std::mutex> lock(s->mu);
+    // GRAPH-CAPTURE: nothing of a capture runs until a launch; waiting for it is refused.
+    if (s->capture) return refuse_capturing(inst, "stream_synchronize");
     const uint64_t target = s->enqueued;  // the work enqueued before this call
     s->cv.wait(lock, [&] { return s->finished >= target; });
     return XMC_OK;
@@ -176,9 +237,12 @@ xmc_status event_record(xmc_instance *inst, xmc_event *handle, xmc_stream *s) {
     if (!e)
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_record",
                         "event_record: %p is not a live event of this instance", static_cast<void *>(handle));
-    if (!find_stream(as_host(inst), s))
+    Stream *st = find_stream(as_host(inst), s);
+    if (!st)
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_record",
                         "event_record: %p is not a live stream of this instance", static_cast<void *>(s));
+    // Before a generation is issued: a record refused later would leave one never completed.
+    if (capturing(*st)) return refuse_capturing(inst, "event_record");
     uint64_t gen = 0;
     {
         std::lock_guard<std::mutex> lock(e->mu);
@@ -221,7 +285,7 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *handl
 
 xmc_status host_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user) {
     if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
-    return enqueue(inst, s, "host_callback", [fn, user] { fn(user); });
+    return enqueue_or_record(inst, s, "host_callback", [fn, user] { fn(user); });
 }
 
 xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {

@@ -396,6 +396,15 @@ xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
     return XMC_OK;
 }
 
+xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin) {
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    if (be::copies_to_enqueue_on(v, s))
+        return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
+                        "graph_begin: a remap on this stream has not enqueued its reload copies yet (wait for it first)");
+    return begin();
+}
+
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {
     if (!free_bytes || !total_bytes)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_free_memory", "device_free_memory: NULL result");

@@ -56,7 +56,9 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
 xmc_status close(xmc_instance *inst) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
     auto *in = static_cast<Instance *>(inst);
-    // Slots first: their copies and stream points need the streams.
+    // Graphs first: their launches may read and write slots.
+    graph_close(in);
+    // Slots next: their copies and stream points need the streams.
     vmm_close(in);
     // Its streams, events and allocations next. A failed release keeps the
     // instance open with what is left, so that closing again finishes.
@@ -118,7 +120,7 @@ void fill_table(xmc_backend &t) {
     // entry point is reported by the calls (unsupported), never by hiding the
     // capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER | XMC_CAP_STREAM |
-                     XMC_CAP_COPY | XMC_CAP_VMM;
+                     XMC_CAP_COPY | XMC_CAP_VMM | XMC_CAP_GRAPH;
     XMC_ZE_GROUPS(XMC_FILL_GROUP)
     XMC_FILL_ERRORS(t)
 }

@@ -48,10 +48,13 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *handl
                         static_cast<void *>(handle));
     const xmc_copy_desc &c = *desc;
     std::lock_guard<std::mutex> lock(s->append_mu);
+    // GRAPH-CAPTURE: into the graph's list while the stream captures; a graph's
+    // copies read and write these addresses each launch (VMM-GRAPH).
+    ze_command_list_handle_t list = append_target(*s);
     ze_result_t r = ZE_RESULT_SUCCESS;
     const char *what = "zeCommandListAppendMemoryCopy";
     if (c.height == 1 && c.depth == 1) {
-        r = d.zeCommandListAppendMemoryCopy(s->list, at(c.dst, 0, 0, 0), at(c.src, 0, 0, 0), c.width_bytes, nullptr,
+        r = d.zeCommandListAppendMemoryCopy(list, at(c.dst, 0, 0, 0), at(c.src, 0, 0, 0), c.width_bytes, nullptr,
                                             0, nullptr);
     } else if (!region_fits(c)) {
         // COPY-STRIDED: a field past 32 bits: row by row, width_bytes each.
@@ -59,20 +62,20 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *handl
         // earlier rows queued: reported with the row that failed.
         for (size_t z = 0; z < c.depth && r == ZE_RESULT_SUCCESS; ++z)
             for (size_t y = 0; y < c.height && r == ZE_RESULT_SUCCESS; ++y)
-                r = d.zeCommandListAppendMemoryCopy(s->list, at(c.dst, 0, y, z), at(c.src, 0, y, z), c.width_bytes,
+                r = d.zeCommandListAppendMemoryCopy(list, at(c.dst, 0, y, z), at(c.src, 0, y, z), c.width_bytes,
                                                     nullptr, 0, nullptr);
     } else if (c.depth == 1) {
         what = "zeCommandListAppendMemoryCopyRegion (2-D)";
         const ze_copy_region_t sr = region(c.src, c, false), dr = region(c.dst, c, false);
         char *src = static_cast<char *>(c.src.ptr) + c.src.z * c.src.slice_pitch;
         char *dst = static_cast<char *>(c.dst.ptr) + c.dst.z * c.dst.slice_pitch;
-        r = d.zeCommandListAppendMemoryCopyRegion(s->list, dst, &dr, static_cast<uint32_t>(c.dst.pitch), 0, src, &sr,
+        r = d.zeCommandListAppendMemoryCopyRegion(list, dst, &dr, static_cast<uint32_t>(c.dst.pitch), 0, src, &sr,
                                                   static_cast<uint32_t>(c.src.pitch), 0, nullptr, 0, nullptr);
     } else {
         // COPY-STRIDED: origins and byte pitches as described, slices too.
         what = "zeCommandListAppendMemoryCopyRegion (3-D)";
         const ze_copy_region_t sr = region(c.src, c, true), dr = region(c.dst, c, true);
-        r = d.zeCommandListAppendMemoryCopyRegion(s->list, c.dst.ptr, &dr, static_cast<uint32_t>(c.dst.pitch),
+        r = d.zeCommandListAppendMemoryCopyRegion(list, c.dst.ptr, &dr, static_cast<uint32_t>(c.dst.pitch),
                                                   static_cast<uint32_t>(c.dst.slice_pitch), c.src.ptr, &sr,
                                                   static_cast<uint32_t>(c.src.pitch),
                                                   static_cast<uint32_t>(c.src.slice_pitch), nullptr, 0, nullptr);

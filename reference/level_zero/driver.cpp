@@ -82,11 +82,13 @@ void load(Driver &d) {
 #define XMC_ZE_STREAM_ONE(name) resolve_one(lib, #name, &d.name, &d.missing_stream);
 #define XMC_ZE_COPY_ONE(name) resolve_one(lib, #name, &d.name, &d.missing_copy);
 #define XMC_ZE_VMM_ONE(name) resolve_one(lib, #name, &d.name, &d.missing_vmm);
+#define XMC_ZE_GRAPH_ONE(name) resolve_one(lib, #name, &d.name, &d.missing_graph);
     XMC_ZE_CORE(XMC_ZE_CORE_ONE)
     XMC_ZE_REGISTER(XMC_ZE_REG_ONE)
     XMC_ZE_STREAM(XMC_ZE_STREAM_ONE)
     XMC_ZE_COPY(XMC_ZE_COPY_ONE)
     XMC_ZE_VMM(XMC_ZE_VMM_ONE)
+    XMC_ZE_GRAPH(XMC_ZE_GRAPH_ONE)
     if (!missing_core.empty()) {
         d.why = d.library + " does not export " + missing_core + ", which the backend needs";
         return;

@@ -13,6 +13,9 @@
 //     (VMM-CALLBACK); work enqueued after the callback waits for it to return.
 //     Its two events are destroyed by the next synchronize that passes it.
 // Device memory: zeMemAllocDevice in the device's context, freed in the same.
+// Capture (capability `graph`, graph.cpp): while a stream captures, its copies
+// and host callbacks are appended to the graph's regular list (append_target)
+// and its callbacks kept by the graph; every other call naming it is refused.
 #include "ze.hpp"
 
 #include <new>
@@ -52,6 +55,11 @@ static xmc_status bad_stream(xmc_instance *inst, const char *call, const void *h
 static xmc_status bad_event(xmc_instance *inst, const char *call, const void *handle) {
     return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live event of this instance", call,
                     handle);
+}
+
+bool capturing(Stream &s) {
+    std::lock_guard<std::mutex> lock(s.append_mu);
+    return s.capture != nullptr;
 }
 
 // Handles are heap cookies of one byte: unique while live, never dereferenced.
@@ -277,6 +285,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
         if (it == in->streams.end()) return bad_stream(inst, "stream_destroy", handle);
         s = it->second;
     }
+    if (capturing(*s)) return refuse_capturing(inst, "stream_destroy");
     const char *what = "";
     if (ze_result_t r = destroy_stream(*in, *s, &what); r != ZE_RESULT_SUCCESS)
         return driver_fail(inst, r, "stream_destroy", what);  // kept: the caller may retry
@@ -289,6 +298,8 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
 xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
     std::shared_ptr<Stream> s = find_stream(inst, handle);
     if (!s) return bad_stream(inst, "stream_synchronize", handle);
+    // GRAPH-CAPTURE: the captured work runs only when launched.
+    if (capturing(*s)) return refuse_capturing(inst, "stream_synchronize");
     const char *what = "";
     if (ze_result_t r = synchronize(*s, &what); r != ZE_RESULT_SUCCESS)
         return driver_fail(inst, r, "stream_synchronize", what);
@@ -344,6 +355,7 @@ xmc_status event_record(xmc_instance *inst, xmc_event *eh, xmc_stream *sh) {
     Driver &d = Driver::get();
     {
         std::lock_guard<std::mutex> lock(s->append_mu);
+        if (s->capture) return refuse_capturing(inst, "event_record");
         if (ze_result_t r = d.zeEventHostReset(e->event); r != ZE_RESULT_SUCCESS)
             return driver_fail(inst, r, "event_record", "zeEventHostReset");
         if (ze_result_t r = d.zeCommandListAppendSignalEvent(s->list, e->event); r != ZE_RESULT_SUCCESS)
@@ -372,8 +384,10 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) 
     if (!e) return bad_event(inst, "stream_wait_event", eh);
     std::shared_ptr<Stream> s = find_stream(inst, sh);
     if (!s) return bad_stream(inst, "stream_wait_event", sh);
+    if (capturing(*s)) return refuse_capturing(inst, "stream_wait_event");
     if (!recorded(inst, *e)) return XMC_OK;  // nothing to wait for
     std::lock_guard<std::mutex> lock(s->append_mu);
+    if (s->capture) return refuse_capturing(inst, "stream_wait_event");
     ze_event_handle_t ev = e->event;
     // COPY-ORDER: events order work across streams: the list waits for the signal.
     ze_result_t r = Driver::get().zeCommandListAppendWaitOnEvents(s->list, 1, &ev);
@@ -399,6 +413,19 @@ xmc_status enqueue_callback(xmc_instance *inst, Stream &stream, xmc_host_fn fn, 
     cb->done = ev[1];
     Driver &d = Driver::get();
     std::lock_guard<std::mutex> lock(s->append_mu);
+    if (s->capture) {
+        // GRAPH-CAPTURE: recorded into the graph's list; the graph keeps the
+        // callback and hands it to the launching stream's thread each launch.
+        ze_result_t r = d.zeCommandListAppendSignalEvent(s->capture->list, cb->reached);
+        if (r == ZE_RESULT_SUCCESS) r = d.zeCommandListAppendWaitOnEvents(s->capture->list, 1, &cb->done);
+        if (r != ZE_RESULT_SUCCESS) {
+            // The list holds part of it: the capture cannot give a graph that runs it whole.
+            (void)destroy_events(&cb->pool, ev, 2);
+            return driver_fail(inst, r, call, "zeCommandListAppendSignalEvent/zeCommandListAppendWaitOnEvents");
+        }
+        s->capture->callbacks.push_back(std::move(cb));
+        return XMC_OK;
+    }
     if (ze_result_t r = d.zeCommandListAppendSignalEvent(s->list, cb->reached); r != ZE_RESULT_SUCCESS) {
         // Never enqueued: undone; the failure reported is the append's.
         (void)destroy_events(&cb->pool, ev, 2);

@@ -334,6 +334,9 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
     std::shared_ptr<Stream> st = find_stream(inst, stream);
     if (!st) return bad_stream(inst, call, stream);
+    // VMM-GRAPH-ORDER: the stream point cannot join a capture (it would be
+    // recorded into the graph): refused, nothing changed.
+    if (capturing(*st)) return refuse_capturing(inst, call);
     r->device = st->device;
     if (remap) {
         // The copies run on the stream and signal events of its context:
@@ -464,6 +467,7 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     if (st->device != r->device)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a stream of device %d for a slot of device %d",
                         call, st->device, r->device);
+    if (capturing(*st)) return refuse_capturing(inst, call);  // VMM-GRAPH-ORDER
     // A claim is not a launch here: a stream told to wait meanwhile must not
     // wait on this copy's event, which nothing signals if the launch is refused.
     if (xmc_status res = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Claimed); res != XMC_OK) return res;
@@ -496,6 +500,7 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
     if (st->device != r->device)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call,
                         "%s: a stream of device %d for copies on device %d", call, st->device, r->device);
+    if (capturing(*st)) return refuse_capturing(inst, call);  // VMM-GRAPH-ORDER
     // VMM-EVENT-WAIT: the list waits on the copies' events, signalled or not yet.
     // The copies to wait for: all of a remap's own, issued or not (their
     // events exist from the start), or the deferred ones launched by now.
@@ -556,6 +561,15 @@ xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
                         "slot_close: %s failed with %s (0x%x); the slot is closed, the driver kept that memory", what,
                         result_name(r), static_cast<unsigned>(r));
     return XMC_OK;
+}
+
+xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin) {
+    Vmm &v = vmm_of(inst);
+    std::lock_guard<std::mutex> lock(v.mu);
+    if (be::copies_to_enqueue_on(v, s))
+        return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
+                        "graph_begin: a remap on this stream has not issued its reload copies yet (wait for it first)");
+    return begin();
 }
 
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {

@@ -25,6 +25,7 @@
 
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,6 +56,12 @@ namespace xmc::ze {
     X(zePhysicalMemDestroy) X(zeVirtualMemMap) X(zeVirtualMemUnmap) X(zeEventQueryStatus)               \
     X(zesDeviceEnumMemoryModules) X(zesMemoryGetState)
 
+// Graphs (graph.cpp): a regular command list recorded once, executed on a
+// command queue of its own for each launch.
+#define XMC_ZE_GRAPH(X)                                                                                 \
+    X(zeCommandListCreate) X(zeCommandListClose) X(zeCommandQueueCreate) X(zeCommandQueueDestroy)       \
+    X(zeCommandQueueExecuteCommandLists)
+
 struct Device {
     ze_driver_handle_t driver = nullptr;
     ze_device_handle_t handle = nullptr;
@@ -75,12 +82,14 @@ struct Driver {
     XMC_ZE_STREAM(XMC_ZE_MEMBER)
     XMC_ZE_COPY(XMC_ZE_MEMBER)
     XMC_ZE_VMM(XMC_ZE_MEMBER)
+    XMC_ZE_GRAPH(XMC_ZE_MEMBER)
 #undef XMC_ZE_MEMBER
 
     std::string library;      // what was loaded (or tried)
     bool usable = false;      // loader, core entry points, zeInit and >= 1 device
     std::string why;          // why not usable, or "" when usable
     std::string missing_register, missing_stream, missing_copy, missing_vmm;  // first missing entry point, per group
+    std::string missing_graph;
     std::vector<Device> devices;  // by xmc index: sorted by UUID
 
     std::mutex mu;            // guards the contexts and the counts below
@@ -146,9 +155,30 @@ struct Callback {
     uint64_t seq = 0;  // order on the stream; reclaimed once a synchronize passed it
 };
 
+// A graph (graph.cpp): a regular command list recorded once -- a wait for
+// `start`, the captured work, a signal of `end` -- and executed on `queue` for
+// each launch. The launching stream's immediate list signals `start` where the
+// launch is enqueued, waits for `end`, then signals `passed`; a launch (and
+// destroy) waits for the previous launch's `passed` before it resets the
+// events, so one graph's launches run one after another. Captured host
+// callbacks are the graph's: each launch hands them to the launching stream's
+// callback thread again.
+struct Graph {
+    int32_t device = 0;
+    ze_context_handle_t ctx = nullptr;
+    ze_command_list_handle_t list = nullptr;
+    ze_command_queue_handle_t queue = nullptr;
+    ze_event_pool_handle_t pool = nullptr;
+    ze_event_handle_t events[3] = {};  // start, end, passed
+    std::vector<std::unique_ptr<Callback>> callbacks;
+    std::mutex launch_mu;  // one launch (or the destroy) at a time
+    bool launched = false;  // `passed` will be signalled by the latest launch
+};
+
 struct Stream {
     int32_t device = 0;
     ze_context_handle_t ctx = nullptr;
+    std::shared_ptr<Graph> capture;  // under append_mu: the graph being recorded, while the stream captures
     // Immediate, in order. Null once stream_destroy destroyed it (under the
     // instance's mu): a stream whose destroy failed after that takes no work.
     ze_command_list_handle_t list = nullptr;
@@ -195,6 +225,7 @@ struct Instance : xmc_instance {
     std::map<xmc_event *, std::shared_ptr<Event>> events;
     std::map<uintptr_t, DevAlloc> dev_allocs;
     std::shared_ptr<Vmm> vmm;
+    std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;  // graph.cpp
 };
 
 void fill_table(xmc_backend &table);
@@ -203,7 +234,7 @@ void fill_table(xmc_backend &table);
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp. Declared from the one list in <xmc/backend.h>. No transfer
 // executor on Level Zero yet: the capability is not declared.
-#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM)
+#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(GRAPH)
 XMC_ZE_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp
@@ -230,6 +261,20 @@ xmc_status enqueue_callback(xmc_instance *inst, Stream &s, xmc_host_fn fn, void 
 ze_result_t make_events(ze_context_handle_t ctx, uint32_t n, ze_event_pool_handle_t *pool, ze_event_handle_t *events);
 ze_result_t destroy_events(ze_event_pool_handle_t *pool, ze_event_handle_t *events, uint32_t n);
 
+// The list a stream's work goes to now: its capture's while it captures, its
+// own otherwise. Caller holds s.append_mu.
+inline ze_command_list_handle_t append_target(const Stream &s) { return s.capture ? s.capture->list : s.list; }
+// The stream captures now.
+bool capturing(Stream &s);
+
+// graph.cpp
+// GRAPH-CAPTURE, VMM-GRAPH-ORDER: `call` on a capturing stream may not join the capture: refused,
+// nothing changed (Level Zero has no code for it: native 0).
+xmc_status refuse_capturing(xmc_instance *inst, const char *call);
+// Before the instance's streams go: ends the captures left open and destroys every graph, after
+// its launches.
+void graph_close(Instance *in);
+
 // vmm.cpp
 std::shared_ptr<Vmm> vmm_create();
 // The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
@@ -239,5 +284,8 @@ void vmm_close(Instance *in);
 // close, once the streams are gone (no list can still wait on a request's
 // events): destroys the requests' events. Returns the first failure.
 ze_result_t vmm_release_events(Instance *in);
+// graph_begin's guard (graph.cpp): XMC_ERR_BUSY while a remap still has reload copies to issue for
+// `s`; otherwise runs `begin` under the slots' lock, so that no such remap is submitted meanwhile.
+xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin);
 
 } // namespace xmc::ze

@@ -259,4 +259,80 @@ int SlotModel::after_copies(int r, uint32_t index) const {
     return slots_[s].copy_in_flight ? slots_[s].incoming : slots_[s].content;
 }
 
+// ---- graphs -----------------------------------------------------------------
+
+xmc_status SlotModel::begin_capture(int stream) {
+    if (!capturing_.insert(stream).second) return XMC_ERR_CAPTURING;
+    return XMC_OK;
+}
+
+xmc_status SlotModel::end_capture(int stream) {
+    return capturing_.erase(stream) ? XMC_OK : XMC_ERR_INVALID_ARGUMENT;
+}
+
+bool SlotModel::capturing(int stream) const { return capturing_.count(stream) != 0; }
+
+// VMM-GRAPH-ORDER: a call the capture may not join, on a capturing stream:
+// refused after the call's own refusals, and nothing changes.
+xmc_status SlotModel::release_on(int stream, const std::vector<int> &slots) {
+    SlotModel next = *this;
+    const xmc_status st = next.release(slots);
+    if (st != XMC_OK) return st;
+    if (capturing(stream)) return XMC_ERR_CAPTURING;
+    *this = std::move(next);
+    return XMC_OK;
+}
+
+xmc_status SlotModel::remap_on(int stream, const std::vector<int> &slots, const std::vector<Source> &sources,
+                               const std::vector<int> &tags, uint32_t flags) {
+    SlotModel next = *this;
+    const xmc_status st = next.remap(slots, sources, tags, flags);
+    if (st != XMC_OK) return st;
+    if (capturing(stream)) return XMC_ERR_CAPTURING;
+    *this = std::move(next);
+    return XMC_OK;
+}
+
+xmc_status SlotModel::launch_on(int stream, int request, uint32_t index) {
+    SlotModel next = *this;
+    const xmc_status st = next.launch(request, index);
+    if (st != XMC_OK) return st;
+    if (capturing(stream)) return XMC_ERR_CAPTURING;
+    *this = std::move(next);
+    return XMC_OK;
+}
+
+xmc_status SlotModel::stream_wait_on(int stream, int request) const {
+    const xmc_status st = stream_wait(request);
+    if (st != XMC_OK) return st;
+    return capturing(stream) ? XMC_ERR_CAPTURING : XMC_OK;
+}
+
+int SlotModel::add_graph(int slot, bool writes, int tag) {
+    graphs_.push_back(ModelGraph{slot, writes, writes ? tag : kNoTag, false});
+    return static_cast<int>(graphs_.size()) - 1;
+}
+
+bool SlotModel::live_graph(int g) const {
+    return g >= 0 && static_cast<size_t>(g) < graphs_.size() && !graphs_[g].destroyed;
+}
+
+xmc_status SlotModel::launch_graph(int g, int stream, int *read) {
+    *read = kNoTag;
+    if (!live_graph(g)) return XMC_ERR_INVALID_HANDLE;
+    if (capturing(stream)) return XMC_ERR_CAPTURING;
+    const ModelGraph &x = graphs_[g];
+    // VMM-GRAPH: the addresses it was recorded with, the backing of now.
+    if (!accessible(x.slot)) return XMC_OK;  // nothing promised (the test never launches so)
+    if (x.writes) write(x.slot, x.tag);
+    else *read = slots_[x.slot].content;
+    return XMC_OK;
+}
+
+xmc_status SlotModel::destroy_graph(int g) {
+    if (!live_graph(g)) return XMC_ERR_INVALID_HANDLE;
+    graphs_[g].destroyed = true;  // GRAPH-CAPTURE: waits for its launches first
+    return XMC_OK;
+}
+
 } // namespace xmc::model

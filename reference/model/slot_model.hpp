@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <set>
 #include <vector>
 
 namespace xmc::model {
@@ -63,6 +64,15 @@ struct ModelRequest {
     bool failed = false;         // an asynchronous driver failure (VMM-ASYNC-ERROR)
 };
 
+// A graph captured over one slot (capability graph, VMM-GRAPH): its work either
+// reads the whole slot into the test's buffer or writes one tag's bytes into it.
+struct ModelGraph {
+    int slot = -1;
+    bool writes = false;
+    int tag = kNoTag;        // what a writing graph leaves
+    bool destroyed = false;
+};
+
 class SlotModel {
 public:
     // VMM-CREATE: bytes > 0 on device 0 (the tests use device 0).
@@ -102,6 +112,32 @@ public:
     // (VMM-EVENT-WAIT), or kNoTag when nothing is promised.
     int after_copies(int request, uint32_t index) const;
 
+    // ---- graphs (capability graph; VMM-GRAPH, VMM-GRAPH-ORDER) --------------
+    // Streams are numbers the caller chooses. A graph launch is work on its
+    // stream, like a copy; a capturing stream refuses release, remap, deferred
+    // launches, stream waits and graph launches (capturing, nothing changed),
+    // after every other refusal of the call. The *_on forms are the calls
+    // above made on `stream`.
+    xmc_status begin_capture(int stream);  // capturing when it captures already
+    xmc_status end_capture(int stream);    // invalid argument when it does not capture
+    bool capturing(int stream) const;
+    xmc_status release_on(int stream, const std::vector<int> &slots);
+    xmc_status remap_on(int stream, const std::vector<int> &slots, const std::vector<Source> &sources,
+                        const std::vector<int> &tags, uint32_t flags);
+    xmc_status launch_on(int stream, int request, uint32_t index);
+    xmc_status stream_wait_on(int stream, int request) const;
+    // A graph over `slot` recorded by a capture (which the caller began and ends):
+    // its index. Recording runs nothing, so it changes no slot.
+    int add_graph(int slot, bool writes, int tag);
+    // VMM-GRAPH: a launch sees the slot's backing of the moment it runs: a
+    // reading graph reads what the slot holds (*read: its tag, kNoTag when
+    // nothing is promised or the slot is not accessible), a writing one
+    // leaves its tag in an accessible slot. Capturing on `stream`: refused.
+    xmc_status launch_graph(int graph, int stream, int *read);
+    xmc_status destroy_graph(int graph);
+    bool live_graph(int g) const;
+    const std::vector<ModelGraph> &graphs() const { return graphs_; }
+
     const std::vector<ModelSlot> &slots() const { return slots_; }
     const std::vector<ModelRequest> &requests() const { return requests_; }
     bool live_slot(int s) const;
@@ -114,6 +150,8 @@ private:
     void roll_back_remap(int request, int keep_mapped_slot);
     std::vector<ModelSlot> slots_;
     std::vector<ModelRequest> requests_;
+    std::vector<ModelGraph> graphs_;
+    std::set<int> capturing_;  // streams that capture now
 };
 
 } // namespace xmc::model
