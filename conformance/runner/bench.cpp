@@ -159,8 +159,11 @@ struct CudaRows {
             }
             const auto key = std::make_pair(series, n);
             if (!rows.count(key)) order.push_back(key);
-            rows[key] = make_row(path, series, n, unit, r.value("figure", 0.0), r.value("peak", 0.0),
-                                 unit == "GB/s", r.value("requirement", ""), r.value("target", 0.0));
+            // Times (ms, us, ns) are better lower; bandwidths (GB/s, and the
+            // unit-less rows of an xmc_gpu_transfer_bench before it named its unit) higher.
+            const bool time = unit == "ms" || unit == "us" || unit == "ns";
+            rows[key] = make_row(path, series, n, unit.empty() ? "GB/s" : unit, r.value("figure", 0.0),
+                                 r.value("peak", 0.0), !time, r.value("requirement", ""), r.value("target", 0.0));
         }
     }
     void flush(json *doc) {
