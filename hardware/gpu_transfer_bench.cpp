@@ -412,7 +412,7 @@ int main(int argc, char **argv) {
         js << "{\"device\":\"" << name << "\",\"devices\":" << ndev << ",\"driver\":" << drv_version
            << ",\"bytes\":" << bytes << ",\"rows\":[";
         for (size_t i = 0; i < rows.size(); ++i)
-            js << (i ? "," : "") << "{\"path\":\"" << rows[i].path << "\",\"figure\":" << rows[i].figure
+            js << (i ? "," : "") << "{\"path\":\"" << rows[i].path << "\",\"unit\":\"GB/s\",\"figure\":" << rows[i].figure
                << ",\"peak\":" << rows[i].peak << ",\"ratio\":" << rows[i].ratio() << ",\"target\":" << rows[i].target
                << "}";
         js << "]}\n";

@@ -35,11 +35,12 @@ bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std:
         if (line.empty() || line[0] == '#') continue;
         std::istringstream fields(line);
         Requirement r;
-        std::string caps, tiers;
+        std::string caps, tiers, alone;
         std::getline(fields, r.id, '\t');
         std::getline(fields, caps, '\t');
         std::getline(fields, tiers, '\t');
-        std::getline(fields, r.summary);
+        std::getline(fields, r.summary, '\t');
+        std::getline(fields, alone);
         std::istringstream cs(caps);
         for (std::string c; std::getline(cs, c, '+');) r.capabilities.push_back(c);
         std::istringstream ts(tiers);
@@ -48,6 +49,14 @@ bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std:
         if (r.id.empty() || r.summary.empty() || r.tiers.empty() || r.capabilities.empty()) bad = "four tab-separated fields";
         for (const auto &c : r.capabilities)
             if (c != "model" && c != "always" && !capability_bit(c)) bad = "a known capability, not '" + c + "'";
+        // The optional fifth column says why the requirement may not share the machine.
+        constexpr const char *kAlone = "alone: ";
+        if (bad.empty() && !alone.empty()) {
+            if (alone.rfind(kAlone, 0) == 0 && alone.size() > std::string(kAlone).size())
+                r.alone = alone.substr(std::string(kAlone).size());
+            else
+                bad = "a fifth field 'alone: <why it cannot share the machine>' or none, not '" + alone + "'";
+        }
         if (!bad.empty()) {
             if (error) *error = "catalogue line " + std::to_string(line_no) + ": expected " + bad + ": " + line;
             return false;

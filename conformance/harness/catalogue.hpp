@@ -16,6 +16,10 @@ struct Requirement {
     std::vector<std::string> capabilities;  // every capability its tests need, primary first
     std::vector<std::string> tiers;
     std::string summary;
+    // Why the requirement runs alone under `qualify --jobs N` (the fifth
+    // column, "alone: <why>"): its tests check state another process changes
+    // (a GPU's free memory, a wall-clock bound). "" when it may share the machine.
+    std::string alone;
 
     std::string test_prefix() const;  // "PIN_FREE_"
     bool in_tier(const std::string &t) const;

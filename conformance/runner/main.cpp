@@ -4,12 +4,13 @@
 // missing required option and a bad value.
 //   xmc list-backends | list-devices | list-requirements | where ID
 //   xmc qualify --backend NAME|PATH --out DIR ...   (the qualification package)
-//   xmc verify DIR | bench --backend ... | mustpass
+//   xmc verify DIR | merge DIR... --out DIR | bench --backend ... | mustpass
 //   xmc run --backend NAME|PATH [gtest flags]       (the test bodies, in process)
 #include "bench.hpp"
 #include "catalogue.hpp"
 #include "fixture.hpp"
 #include "loader.hpp"
+#include "merge.hpp"
 #include "package.hpp"
 #include "qualify.hpp"
 #include "verify.hpp"
@@ -57,6 +58,17 @@ CLI::Validator size_list() {
             return parse_sizes(text, &sizes, &err) ? std::string() : err;
         },
         "SIZE[,SIZE...]");
+}
+
+// --shard I/N (parse_shard says what is wrong).
+CLI::Validator shard_spec() {
+    return CLI::Validator(
+        [](std::string &text) {
+            int i = 0, n = 0;
+            std::string err;
+            return parse_shard(text, &i, &n, &err) ? std::string() : err;
+        },
+        "I/N");
 }
 
 // Comma-separated requirement IDs of the catalogue.
@@ -175,8 +187,8 @@ int list_requirements(bool check) {
         for (const auto &c : r.capabilities) caps += (caps.empty() ? "" : "+") + c;
         std::string tiers;
         for (const auto &x : r.tiers) tiers += (tiers.empty() ? "" : ",") + x;
-        std::printf("%-24s %-22s %-22s tests=%-3d %s\n", r.id.c_str(), caps.c_str(), tiers.c_str(), n,
-                    r.summary.c_str());
+        std::printf("%-24s %-22s %-22s tests=%-3d %s%s\n", r.id.c_str(), caps.c_str(), tiers.c_str(), n,
+                    r.summary.c_str(), r.alone.empty() ? "" : " [alone]");
         if (check && needed && n == 0 && r.in_tier("pr")) {
             std::fprintf(stderr, "xmc: requirement %s (capabilities %s, declared by a built backend) has no test\n",
                          r.id.c_str(), caps.c_str());
@@ -284,10 +296,30 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     qualify_cmd->add_option("--expect-fail", q.expect_fail, "Self-test: succeed only when exactly these requirements fail")
         ->check(catalogue_ids());
-    auto *bench_flag = qualify_cmd->add_flag("--bench", q.bench, "Also run the benchmarks (bench.json, plots)");
+    auto *bench_flag = qualify_cmd->add_flag("--bench", q.bench, "Also run the benchmarks (bench.json, bench.csv, plots)");
     qualify_cmd->add_option("--bench-sizes", bench_sizes, "Transfer sizes of the benchmarks (default 16M,64M,256M,1G)")
         ->check(size_list())
         ->needs(bench_flag);
+    qualify_cmd->add_option("--jobs", q.jobs, "Requirements run at once, each in its own child processes "
+                                              "(a catalogue row marked alone runs by itself)")
+        ->check(at_least(1))
+        ->capture_default_str();
+    std::string shard;
+    auto *shard_opt = qualify_cmd->add_option("--shard", shard, "Run share I of N of the selection (every N-th row); "
+                                                                 "xmc merge joins the shares")
+        ->check(shard_spec());
+    qualify_cmd->add_option("--repeat", q.repeat, "Run each requirement's tests N times; any failing run fails it "
+                                                  "(the flake rate is reported)")
+        ->check(at_least(1))
+        ->capture_default_str();
+    qualify_cmd->add_option("--rerun-failed", q.rerun_failed, "Rerun what failed, crashed or timed out in this earlier "
+                                                              "package; take the rest over from it")
+        ->check(CLI::ExistingDirectory)
+        ->excludes(shard_opt)
+        ->excludes("--filter")
+        ->excludes("--tier")
+        ->excludes("--waivers")
+        ->excludes("--mustpass");
 
     auto *verify_cmd = app.add_subcommand("verify", "Check that a qualification package is complete and consistent");
     std::string verify_dir;
@@ -296,16 +328,38 @@ int main(int argc, char **argv) {
     verify_cmd->add_flag("--qualified", qualified,
                          "Also require every must-pass requirement to have passed, been waived or be unsupported");
 
+    auto *merge_cmd = app.add_subcommand("merge", "Join the packages of qualify --shard I/N into one package");
+    std::vector<std::string> merge_dirs;
+    std::string merge_out;
+    merge_cmd->add_option("DIR", merge_dirs, "The shard packages (the --out folders of qualify --shard)")
+        ->required()
+        ->check(CLI::ExistingDirectory);
+    merge_cmd->add_option("--out", merge_out, "Folder that receives the joined package")->required();
+
     auto *bench_cmd = app.add_subcommand("bench", "The benchmarks beside the platform peak of the same run");
     BenchOptions b;
-    std::string sizes, json_out;
-    bench_cmd->add_option("--backend", backend, "Backend name or library path")->required();
+    BenchFiles bench_files;
+    std::string sizes;
+    bench_cmd->add_option("--backend", backend, "Backend name or library path (required unless --from)");
     bench_cmd->add_option("--kind", b.kind, "The benchmark to run (default: from the backend's name)")
         ->check(CLI::IsMember({"cuda", "host"}));
     bench_cmd->add_option("--sizes", sizes, "Transfer sizes (default 16M,64M,256M,1G)")->check(size_list());
     bench_cmd->add_option("--min-ratio", b.min_ratio, "Exit 1 when a figure's ratio to its peak is below this")
         ->check(at_least(0));
-    bench_cmd->add_option("--json", json_out, "Also write the table as JSON to this file");
+    bench_cmd->add_option("--json", bench_files.json_out, "Also write the table as JSON to this file, and as CSV beside it");
+    bench_cmd->add_option("--from", b.from, "Judge these earlier runs (xmc bench --json, or xmc_gpu_bench --json files, "
+                                            "one per size) instead of running")
+        ->check(CLI::ExistingFile);
+    bench_cmd->add_option("--baseline", bench_files.baseline, "Fail a figure that drops below this baseline beyond its "
+                                                              "tolerance (hardware/baselines/<device>-<driver>.json)")
+        ->check(CLI::ExistingFile);
+    auto *write_baseline = bench_cmd->add_option("--write-baseline", bench_files.write_baseline,
+                                                 "Write this run's figures as a baseline to this file");
+    bench_cmd->add_option("--tolerance", bench_files.tolerance, "The tolerance of each row of a written baseline "
+                                                                "(a fraction of its figure)")
+        ->check(CLI::Range(0.0, 0.99))
+        ->needs(write_baseline)
+        ->capture_default_str();
     bench_cmd->add_option("--timeout", b.timeout_s, "Time limit of one benchmark run, in seconds")
         ->check(at_least(1))
         ->capture_default_str();
@@ -386,16 +440,22 @@ int main(int argc, char **argv) {
         q.backend = backend;
         std::string err;
         if (!bench_sizes.empty()) parse_sizes(bench_sizes, &q.bench_sizes, &err);  // checked by size_list()
+        if (!shard.empty()) parse_shard(shard, &q.shard_index, &q.shard_count, &err);  // checked by shard_spec()
         ::testing::InitGoogleTest(&gtest_argc, gtest_argv);  // registers the tests so they can be listed
         return qualify(q);
     }
     if (*verify_cmd) return verify(verify_dir, qualified);
+    if (*merge_cmd) return merge(merge_dirs, merge_out);
     if (*mustpass_cmd) return mustpass_command(mustpass_check, mustpass_version);
     if (*bench_cmd) {
+        if (backend.empty() && b.from.empty()) {
+            std::fprintf(stderr, "xmc bench: --backend is required (xmc bench --help)\n");
+            return 2;
+        }
         b.backend = backend;
         std::string err;
         if (!sizes.empty()) parse_sizes(sizes, &b.sizes, &err);  // checked by size_list()
-        return bench_command(b, json_out);
+        return bench_command(b, bench_files);
     }
     return 2;  // every subcommand is handled above
 }

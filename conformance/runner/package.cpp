@@ -3,17 +3,22 @@
 #include "catalogue.hpp"
 
 #include <dlfcn.h>
+#include <glob.h>
+#include <openssl/evp.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <pugixml.hpp>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
@@ -259,7 +264,7 @@ bool read_waivers(const std::string &path, std::vector<Waiver> *out, std::string
 }
 
 namespace {
-std::string lower(std::string s) {
+std::string lower_case(std::string s) {
     for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
     return s;
 }
@@ -269,7 +274,7 @@ bool waiver_applies(const Waiver &w, const std::string &backend, const std::vect
     if (w.backend != "*" && w.backend != backend) return false;
     if (w.device == "*") return true;
     for (const auto &d : devices)
-        if (w.device == d.name || lower(w.device) == lower(d.uuid)) return true;
+        if (w.device == d.name || lower_case(w.device) == lower_case(d.uuid)) return true;
     return false;
 }
 
@@ -374,6 +379,119 @@ json query_backend(const LoadedBackend &b) {
     return j;
 }
 
+// The first line of a sysfs or procfs file, trimmed; "" when it cannot be read.
+std::string first_line(const std::string &path) {
+    std::ifstream in(path);
+    std::string line;
+    if (!in || !std::getline(in, line)) return "";
+    return trim(line);
+}
+
+// Logical CPUs online, physical cores and sockets, from /proc/cpuinfo (a VM
+// without "physical id" lines counts each logical CPU's core once).
+json cpu_facts() {
+    json j = {{"model", proc_field("/proc/cpuinfo", "model name")},
+              {"online", sysconf(_SC_NPROCESSORS_ONLN)},
+              {"memory", proc_field("/proc/meminfo", "MemTotal")}};
+    std::set<std::pair<std::string, std::string>> cores;
+    std::set<std::string> sockets;
+    std::ifstream in("/proc/cpuinfo");
+    std::string socket = "0", core;
+    int processors = 0;
+    for (std::string line; std::getline(in, line);) {
+        const size_t colon = line.find(':');
+        const std::string key = trim(line.substr(0, colon)), value = colon == std::string::npos ? "" : trim(line.substr(colon + 1));
+        if (key == "processor") { ++processors; core = std::to_string(processors); }
+        else if (key == "physical id") socket = value;
+        else if (key == "core id") core = value;
+        else if (line.empty() && processors) { cores.insert({socket, core}); sockets.insert(socket); }
+    }
+    if (processors) { cores.insert({socket, core}); sockets.insert(socket); }
+    j["cores"] = static_cast<int>(cores.size());
+    j["sockets"] = static_cast<int>(sockets.size());
+    return j;
+}
+
+// The host's huge pages: transparent (the kernel's policy, e.g. "always
+// [madvise] never") and explicit (the HugePages_* lines of /proc/meminfo).
+json hugepage_facts() {
+    json thp = json::object();
+    for (const char *k : {"enabled", "defrag"}) {
+        const std::string path = std::string("/sys/kernel/mm/transparent_hugepage/") + k;
+        const std::string v = first_line(path);
+        thp[k] = v.empty() ? "unknown: cannot read " + path : v;
+    }
+    json expl = json::object();
+    for (const char *k : {"HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp", "Hugepagesize"}) {
+        const std::string v = proc_field("/proc/meminfo", std::string(k) + ":");
+        if (!v.empty()) expl[k] = v;
+    }
+    if (expl.empty()) expl["error"] = "/proc/meminfo has no HugePages_* lines";
+    return {{"transparent", thp}, {"explicit", expl}};
+}
+
+std::string lower(std::string s) {
+    for (char &c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return s;
+}
+
+// The PCI address (domain:bus:device.function, as sysfs names it) of the GPU
+// whose UUID is `uuid`: the backend's device_info gives no PCI address, so it
+// is looked up where the NVIDIA driver lists its GPUs (its /proc files, then
+// nvidia-smi). "" with *where saying where it was looked for.
+std::string pci_address_of(const std::string &uuid, std::string *where) {
+    const std::string want = "gpu-" + lower(uuid);
+    glob_t g{};
+    if (glob("/proc/driver/nvidia/gpus/*/information", 0, nullptr, &g) == 0) {
+        for (size_t i = 0; i < g.gl_pathc; ++i) {
+            std::string text, bus;
+            read_text(g.gl_pathv[i], &text);
+            bool match = false;
+            std::istringstream in(text);
+            for (std::string line; std::getline(in, line);) {
+                const size_t colon = line.find(':');
+                if (colon == std::string::npos) continue;
+                const std::string key = trim(line.substr(0, colon)), value = trim(line.substr(colon + 1));
+                if (key == "GPU UUID") match = lower(value) == want;
+                if (key == "Bus Location") bus = lower(value);
+            }
+            if (match && !bus.empty()) { globfree(&g); return bus; }
+        }
+    }
+    globfree(&g);
+    // nvidia-smi prints the domain with 8 digits ("00000000:18:00.0"); sysfs with 4.
+    if (FILE *f = popen("timeout 20 nvidia-smi --query-gpu=uuid,pci.bus_id --format=csv,noheader 2>/dev/null", "r")) {
+        char buf[256];
+        std::string found;
+        while (std::fgets(buf, sizeof buf, f)) {
+            const std::string line = buf;
+            const size_t comma = line.find(',');
+            if (comma == std::string::npos || lower(trim(line.substr(0, comma))) != want) continue;
+            const std::string bus = lower(trim(line.substr(comma + 1)));
+            if (bus.size() >= 12) found = bus.substr(bus.size() - 12);
+        }
+        pclose(f);
+        if (!found.empty()) return found;
+    }
+    *where = "no PCI address for device UUID " + uuid + ": not in /proc/driver/nvidia/gpus/*/information, and "
+             "nvidia-smi is missing or does not list it (the host backend's and the fake drivers' devices are no PCI devices)";
+    return "";
+}
+
+// A device's PCI link and NUMA node from sysfs, or {"error": why not}.
+json pci_facts(const std::string &uuid) {
+    std::string why;
+    const std::string bus = pci_address_of(uuid, &why);
+    if (bus.empty()) return {{"error", why}};
+    const std::string dir = "/sys/bus/pci/devices/" + bus + "/";
+    json j = {{"bus_id", bus}};
+    for (const char *k : {"current_link_speed", "current_link_width", "max_link_speed", "max_link_width", "numa_node"}) {
+        const std::string v = first_line(dir + k);
+        j[k] = v.empty() ? "unknown: cannot read " + dir + k : v;
+    }
+    return j;
+}
+
 } // namespace
 
 std::vector<std::pair<std::string, std::string>> driver_variables() {
@@ -397,9 +515,8 @@ json collect_environment(const LoadedBackend &b, int timeout_s) {
     uname(&u);
     env["os"] = {{"sysname", u.sysname}, {"release", u.release}, {"version", u.version}, {"machine", u.machine},
                  {"os_release", os_release()}};
-    env["cpu"] = {{"model", proc_field("/proc/cpuinfo", "model name")},
-                  {"online", sysconf(_SC_NPROCESSORS_ONLN)},
-                  {"memory", proc_field("/proc/meminfo", "MemTotal")}};
+    env["cpu"] = cpu_facts();
+    env["hugepages"] = hugepage_facts();
     env["compiler"] = build_compiler();
     env["backend"] = {{"name", b.api->name}, {"version", b.api->version}, {"path", b.path},
                       {"abi_version", b.api->abi_version}, {"capabilities", caps_to_string(b.api->capabilities)}};
@@ -456,7 +573,123 @@ json collect_environment(const LoadedBackend &b, int timeout_s) {
         return env;
     }
     for (auto &[k, v] : q.items()) env[k] = v;
+    for (auto &d : env["devices"])
+        if (d.contains("uuid")) d["pci"] = pci_facts(d.value("uuid", ""));
     return env;
+}
+
+json device_identity(const json &environment) {
+    json ids = json::array();
+    if (!environment.contains("devices") || !environment["devices"].is_array()) return ids;
+    for (const auto &d : environment["devices"])
+        ids.push_back({{"index", d.value("index", -1)}, {"name", d.value("name", "")}, {"uuid", d.value("uuid", "")},
+                       {"total_memory", d.value("total_memory", 0ull)},
+                       {"bus_id", d.contains("pci") && d["pci"].is_object() ? d["pci"].value("bus_id", "") : ""}});
+    return ids;
+}
+
+// ---- reading packages back ------------------------------------------------------
+
+bool read_package_results(const std::string &dir, json *results, std::string *error) {
+    std::string text;
+    if (!std::filesystem::is_directory(dir)) { *error = dir + " is not a folder"; return false; }
+    if (!read_text(dir + "/results.json", &text)) {
+        *error = dir + " is not a qualification package: it holds no readable results.json";
+        return false;
+    }
+    *results = json::parse(text, nullptr, false);
+    if (results->is_discarded() || !results->is_object()) {
+        *error = dir + " is not a qualification package: its results.json is not a JSON object";
+        return false;
+    }
+    if (results->value("format", "") != kPackageFormat || !(*results)["requirements"].is_array() ||
+        !(*results)["backend"].is_object()) {
+        *error = dir + " is not a qualification package: its results.json is not of format " + kPackageFormat +
+                 " with 'backend' and 'requirements'";
+        return false;
+    }
+    return true;
+}
+
+std::string sha256_file(const std::string &path) {
+    std::string text;
+    if (!read_text(path, &text)) return "";
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int n = 0;
+    if (EVP_Digest(text.data(), text.size(), md, &n, EVP_sha256(), nullptr) != 1) return "";
+    std::string hex;
+    char b[3];
+    for (unsigned int i = 0; i < n; ++i) {
+        std::snprintf(b, sizeof b, "%02x", md[i]);
+        hex += b;
+    }
+    return hex;
+}
+
+std::string recount_summary(json &results) {
+    std::map<std::string, int> n;
+    for (const auto &r : results["requirements"]) n[r.value("verdict", "")]++;
+    const int tests = static_cast<int>(results["requirements"].size());
+    results["summary"] = {{"tests", tests}, {"passed", n["passed"]}, {"failed", n["failed"]},
+                          {"unsupported", n["unsupported"]}, {"waived", n["waived"]}};
+    return summary_line(tests, n["passed"], n["failed"], n["unsupported"], n["waived"]);
+}
+
+// ---- junit.xml ----------------------------------------------------------------
+
+namespace {
+// A testcase's outcome element: <failure message type>text</failure> for a
+// failing status, <skipped message/> for a skip, nothing for a pass.
+void junit_outcome(pugi::xml_node tc, const std::string &status, const std::string &message) {
+    if (status == "passed") return;
+    const std::string text = junit_text(message);
+    if (status == "skipped") {
+        tc.append_child("skipped").append_attribute("message") = text.c_str();
+        return;
+    }
+    pugi::xml_node f = tc.append_child("failure");
+    f.append_attribute("message") = text.c_str();
+    f.append_attribute("type") = status.c_str();
+    f.text() = text.c_str();
+}
+} // namespace
+
+std::string junit_xml(const json &results) {
+    pugi::xml_document doc;
+    pugi::xml_node decl = doc.append_child(pugi::node_declaration);
+    decl.append_attribute("version") = "1.0";
+    decl.append_attribute("encoding") = "UTF-8";
+    pugi::xml_node root = doc.append_child("testsuites");
+    root.append_attribute("name") = "xmc";
+    int failed = 0;
+    for (const auto &r : results["requirements"]) failed += r.value("verdict", "") == "failed";
+    root.append_attribute("tests") = static_cast<unsigned long long>(results["requirements"].size());
+    root.append_attribute("failures") = failed;
+    for (const auto &r : results["requirements"]) {
+        const std::string id = r.value("id", ""), verdict = r.value("verdict", "");
+        pugi::xml_node suite = root.append_child("testsuite");
+        suite.append_attribute("name") = id.c_str();
+        suite.append_attribute("tests") = static_cast<unsigned long long>(std::max<size_t>(1, r["tests"].size()));
+        if (r["tests"].empty()) {
+            pugi::xml_node tc = suite.append_child("testcase");
+            tc.append_attribute("classname") = id.c_str();
+            tc.append_attribute("name") = id.c_str();
+            junit_outcome(tc, verdict == "passed" ? "passed" : verdict == "failed" ? "failed" : "skipped",
+                          r.value("reason", ""));
+        }
+        for (const auto &t : r["tests"]) {
+            pugi::xml_node tc = suite.append_child("testcase");
+            tc.append_attribute("classname") = id.c_str();
+            tc.append_attribute("name") = t.value("name", "").c_str();
+            char seconds[32];
+            std::snprintf(seconds, sizeof seconds, "%.3f", t.value("ms", 0.0) / 1000.0);
+            tc.append_attribute("time") = seconds;
+            junit_outcome(tc, t.value("status", ""), t.value("message", ""));
+        }
+    }
+    std::ostringstream out;
+    doc.save(out, "  ", pugi::format_default, pugi::encoding_utf8);
+    return out.str();
 }
 
 std::vector<DeviceFacts> devices_of(const json &environment) {

@@ -102,7 +102,27 @@ std::vector<std::pair<std::string, std::string>> driver_variables();
 // The devices recorded in an environment statement.
 std::vector<DeviceFacts> devices_of(const json &environment);
 
+// The identity of an environment's devices: index, name, UUID, memory and PCI
+// address of each (not the link's current speed, which a GPU lowers when idle).
+// Two packages are of one environment when these are equal (merge, rerun).
+json device_identity(const json &environment);
+
+// ---- reading packages back (merge, --rerun-failed, verify) ---------------------
+// DIR's results.json: false with *error saying why DIR is no qualification
+// package (no folder, no readable results.json, another format, no requirements).
+bool read_package_results(const std::string &dir, json *results, std::string *error);
+// The SHA-256 of a file's bytes in hex (the digest a rerun and a merge record
+// of their parent's and shards' results.json); "" when it cannot be read.
+std::string sha256_file(const std::string &path);
+// Recounts results["summary"] from its verdicts and returns the summary line.
+std::string recount_summary(json &results);
+
 // ---- junit.xml ----------------------------------------------------------------
+// junit.xml of a results.json: one testsuite per requirement, one testcase per
+// test (one named after the requirement when it ran none). Written by pugixml:
+// it escapes what XML needs, a newline in an attribute as &#10; (written raw,
+// a parser reads it back as a space); verify reads it back the same way.
+std::string junit_xml(const json &results);
 // The text of a junit.xml attribute or element: `s` with each character that
 // XML 1.0 cannot hold at all (control characters but tab, newline and carriage
 // return) replaced by U+FFFD. pugixml writes the rest exactly (newlines in an

@@ -15,16 +15,18 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
-#include <pugixml.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <mutex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -45,11 +47,14 @@ struct Verdict {
     const Requirement *req = nullptr;
     std::string verdict;  // passed | failed | unsupported | waived
     std::string reason;
-    std::vector<TestOutcome> tests;
+    std::vector<TestOutcome> tests;  // with --repeat, those of the first failing run (else of the last)
     double seconds = 0;
     bool mustpass = false;
-    std::string reproduce;      // the command that reruns the failed tests
+    std::string reproduce;           // the command that reruns the failed tests
     const Waiver *waiver = nullptr;  // the waiver that applied, if any
+    int runs = 0;                    // times its tests ran (--repeat); 0 when they did not run
+    int failed_runs = 0;             // of those, the runs that failed
+    json taken_over;                 // --rerun-failed: the parent's result, taken over as it is
 };
 
 // Full names ("Suite.Test") of the registered tests that belong to `r`.
@@ -70,6 +75,8 @@ std::vector<std::string> tests_of(const Requirement &r) {
 // Runs `tests` in one child `xmc run` with a time limit; each line of its
 // results file is one event. Returns the finished tests, and in *running the
 // test that was running when the child died or timed out ("" if none).
+// (--jobs: other threads run children too, so the child's argument vector is
+// built before fork; after fork it only redirects and execs.)
 std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::vector<std::string> &tests,
                                             const std::string &log_path, const std::string &results_path,
                                             std::string *running, std::string *child_note, bool *timed_out) {
@@ -77,18 +84,19 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
     for (const auto &t : tests) filter += (filter.empty() ? "" : ":") + t;
     std::vector<std::string> args = {"xmc", "run", "--backend", o.backend, "--xmc-results", results_path,
                                      "--gtest_filter=" + filter};
+    std::vector<char *> argv;
+    for (auto &a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
     std::remove(results_path.c_str());
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     pid_t pid = fork();
     if (pid == 0) {
-        int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
         setpgid(0, 0);  // its own group: a timeout kills the backend's helpers too
-        std::vector<char *> argv;
-        for (auto &a : args) argv.push_back(a.data());
-        argv.push_back(nullptr);
         execv("/proc/self/exe", argv.data());
         _exit(127);
     }
+    if (fd >= 0) close(fd);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
     int status = 0;
     *timed_out = false;
@@ -104,7 +112,10 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
     }
     child_note->clear();
     if (*timed_out) *child_note = "timed out after " + std::to_string(o.timeout_s) + " s";
-    else if (WIFSIGNALED(status)) *child_note = std::string("died by signal ") + strsignal(WTERMSIG(status));
+    else if (WIFSIGNALED(status)) {
+        const char *what = sigdescr_np(WTERMSIG(status));  // (strsignal is not thread-safe)
+        *child_note = "died by signal " + (what ? std::string(what) : std::to_string(WTERMSIG(status)));
+    }
 
     std::map<std::string, TestOutcome> done;
     running->clear();
@@ -128,7 +139,6 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
 std::vector<TestOutcome> run_tests(const QualifyOptions &o, const std::vector<std::string> &tests,
                                    const std::string &log_path, const std::string &results_path,
                                    std::string *notes) {
-    std::remove(log_path.c_str());
     std::map<std::string, TestOutcome> all;
     std::vector<std::string> left = tests;
     while (!left.empty()) {
@@ -160,63 +170,127 @@ std::vector<TestOutcome> run_tests(const QualifyOptions &o, const std::vector<st
     return out;
 }
 
-// A testcase's outcome element: <failure message type>text</failure> for a
-// failing status, <skipped message/> for a skip, nothing for a pass.
-void junit_outcome(pugi::xml_node tc, const std::string &status, const std::string &message) {
-    if (status == "passed") return;
-    const std::string text = junit_text(message);
-    if (status == "skipped") {
-        tc.append_child("skipped").append_attribute("message") = text.c_str();
-        return;
+// One run's verdict from its tests' outcomes (a skip without a declared
+// reason becomes a failure of that test).
+void judge(std::vector<TestOutcome> &tests, const std::string &note, std::string *verdict, std::string *reason) {
+    int failed = 0, passed = 0, unsupported = 0;
+    for (auto &t : tests) {
+        if (t.status == "passed") ++passed;
+        else if (t.status == "skipped") {
+            // A skip must declare why (XMC_SKIP): a missing capability, feature or device.
+            if ((t.skip_kind == "unsupported" || t.skip_kind == "no_device") && !t.skip_reason.empty()) ++unsupported;
+            else { t.status = "failed"; t.message = "skipped without a declared reason: " + t.message; ++failed; }
+        } else ++failed;
     }
-    pugi::xml_node f = tc.append_child("failure");
-    f.append_attribute("message") = text.c_str();
-    f.append_attribute("type") = status.c_str();
-    f.text() = text.c_str();
+    if (failed) {
+        *verdict = "failed";
+        *reason = std::to_string(failed) + " of " + std::to_string(tests.size()) + " tests failed" +
+                  (note.empty() ? "" : " (" + note + ")");
+    } else if (passed == 0) {
+        *verdict = "unsupported";
+        for (auto &t : tests)
+            if (t.status == "skipped") { *reason = t.skip_kind + ": " + t.skip_reason; break; }
+    } else {
+        *verdict = "passed";
+        *reason = std::to_string(passed) + " tests" +
+                  (unsupported ? ", " + std::to_string(unsupported) + " unsupported" : "");
+    }
 }
 
-// junit.xml, written by pugixml: it escapes what XML needs, a newline in an
-// attribute as &#10; (written raw, a parser reads it back as a space). One
-// testsuite per requirement, one testcase per test (one named after the
-// requirement when it ran none); verify reads it back the same way.
-std::string junit_xml(const std::vector<Verdict> &verdicts, int failed) {
-    pugi::xml_document doc;
-    pugi::xml_node decl = doc.append_child(pugi::node_declaration);
-    decl.append_attribute("version") = "1.0";
-    decl.append_attribute("encoding") = "UTF-8";
-    pugi::xml_node root = doc.append_child("testsuites");
-    root.append_attribute("name") = "xmc";
-    root.append_attribute("tests") = static_cast<unsigned long long>(verdicts.size());
-    root.append_attribute("failures") = failed;
-    for (const auto &v : verdicts) {
-        pugi::xml_node suite = root.append_child("testsuite");
-        suite.append_attribute("name") = v.req->id.c_str();
-        suite.append_attribute("tests") = static_cast<unsigned long long>(std::max<size_t>(1, v.tests.size()));
-        if (v.tests.empty()) {
-            pugi::xml_node tc = suite.append_child("testcase");
-            tc.append_attribute("classname") = v.req->id.c_str();
-            tc.append_attribute("name") = v.req->id.c_str();
-            junit_outcome(tc, v.verdict == "passed" ? "passed" : v.verdict == "failed" ? "failed" : "skipped", v.reason);
+// A requirement's verdict: its tests run --repeat times (each run in fresh
+// children, one log for all runs); any failing run fails it, with the tests
+// of the first failing run. Safe to call from several threads (--jobs).
+Verdict evaluate(const QualifyOptions &o, const Requirement &r, const std::vector<std::string> &tests,
+                 xmc_caps declared, const std::string &logs) {
+    Verdict v;
+    v.req = &r;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (const std::string cap = r.missing_capability(declared); !cap.empty()) {
+        v.verdict = "unsupported";
+        v.reason = "capability '" + cap + "' not declared";
+    } else if (!r.in_tier("pr")) {
+        // A benchmark's requirement (REG-SPEED, ...): its tier's benchmarks measure it.
+        const std::string &tier = !o.tier.empty() && r.in_tier(o.tier) ? o.tier : r.tiers.front();
+        v.verdict = "unsupported";
+        v.reason = "measured by the hardware tier (" + tier + "): ctest -L " + tier;
+    } else if (tests.empty()) {
+        v.verdict = "failed";
+        v.reason = "no test is registered for this requirement, whose capability the backend declares";
+    } else {
+        const std::string log = logs + "/" + r.id + ".log";
+        std::remove(log.c_str());
+        std::string first_failure;
+        int first_failed_run = 0;
+        for (int run = 1; run <= o.repeat; ++run) {
+            if (o.repeat > 1) {
+                std::ofstream(log, std::ios::app) << "==== xmc qualify --repeat " << o.repeat << ": run " << run << " of "
+                                                  << o.repeat << " ====\n";
+            }
+            std::string note, verdict, reason;
+            std::vector<TestOutcome> outcome = run_tests(o, tests, log, logs + "/" + r.id + ".jsonl", &note);
+            judge(outcome, note, &verdict, &reason);
+            ++v.runs;
+            if (verdict == "failed") {
+                if (++v.failed_runs == 1) { v.tests = outcome; first_failure = reason; first_failed_run = run; }
+            } else if (v.failed_runs == 0) {
+                v.tests = outcome;
+                v.verdict = verdict;
+                v.reason = reason;
+            }
         }
-        for (const auto &t : v.tests) {
-            pugi::xml_node tc = suite.append_child("testcase");
-            tc.append_attribute("classname") = v.req->id.c_str();
-            tc.append_attribute("name") = t.name.c_str();
-            char seconds[32];
-            std::snprintf(seconds, sizeof seconds, "%.3f", t.ms / 1000.0);
-            tc.append_attribute("time") = seconds;
-            junit_outcome(tc, t.status, t.message);
+        if (v.failed_runs) {
+            v.verdict = "failed";
+            v.reason = first_failure;
+            if (o.repeat > 1) {
+                char rate[160];
+                std::snprintf(rate, sizeof rate, " in run %d; failed %d of %d runs (flake rate %.2f)", first_failed_run,
+                              v.failed_runs, v.runs, static_cast<double>(v.failed_runs) / v.runs);
+                v.reason += rate;
+            }
+        } else if (o.repeat > 1) {
+            v.reason += ", in each of " + std::to_string(v.runs) + " runs";
         }
     }
-    std::ostringstream out;
-    doc.save(out, "  ", pugi::format_default, pugi::encoding_utf8);
-    return out.str();
+    v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return v;
+}
+
+// The parent package of --rerun-failed, read and checked against this run.
+struct Parent {
+    std::string dir;      // as given
+    std::string path;     // absolute
+    std::string digest;   // SHA-256 of its results.json
+    json results, environment;
+    std::string waivers_text;
+};
+
+bool read_parent(const std::string &dir, Parent *p, std::string *err) {
+    p->dir = dir;
+    if (!read_package_results(dir, &p->results, err)) {
+        *err = "--rerun-failed: " + *err;
+        return false;
+    }
+    std::error_code ec;
+    p->path = std::filesystem::absolute(dir, ec).lexically_normal().string();
+    p->digest = sha256_file(dir + "/results.json");
+    std::string text;
+    if (!read_text(dir + "/environment.json", &text) ||
+        (p->environment = json::parse(text, nullptr, false)).is_discarded() || !p->environment.is_object()) {
+        *err = "--rerun-failed: " + dir + " is not a complete package: its environment.json is missing or not JSON";
+        return false;
+    }
+    if (!read_text(dir + "/waivers.tsv", &p->waivers_text)) {
+        *err = "--rerun-failed: " + dir + " is not a complete package: it holds no waivers.tsv";
+        return false;
+    }
+    return true;
 }
 
 // The package's files besides the report (SPEC 9; docs/qualify.md).
 bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::vector<Verdict> &verdicts,
-                   std::map<std::string, int> &count, const std::string &summary, const MustPass &mustpass,
-                   const std::string &waivers_text, const json &environment, const json *bench, std::string *err) {
+                   const MustPass &mustpass, const std::string &waivers_source, const std::string &waivers_text,
+                   const json &environment, const json *bench, const Parent *parent, std::string *summary,
+                   std::string *err) {
     json j;
     j["format"] = kPackageFormat;
     j["suite"] = {{"version", suite_version()}, {"git_revision", git_revision()}};
@@ -225,16 +299,31 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
     j["filter"] = o.filter;
     j["tier"] = o.tier;
     j["timeout_s"] = o.timeout_s;
-    j["waivers_source"] = o.waivers;
+    j["jobs"] = o.jobs;
+    j["repeat"] = o.repeat;
+    j["shard"] = o.shard_count ? json{{"index", o.shard_index}, {"count", o.shard_count}} : json(nullptr);
+    j["waivers_source"] = waivers_source;
     j["mustpass"] = {{"suite", mustpass.suite}, {"lists", mustpass.lists}};
     j["bench"] = bench != nullptr;
-    j["summary"] = {{"tests", verdicts.size()}, {"passed", count["passed"]}, {"failed", count["failed"]},
-                    {"unsupported", count["unsupported"]}, {"waived", count["waived"]}};
+    if (parent) {
+        json rerun = json::array(), kept = json::array();
+        for (const auto &v : verdicts) (v.taken_over.is_null() ? rerun : kept).push_back(v.req->id);
+        j["parent"] = {{"path", parent->path}, {"results_sha256", parent->digest}, {"rerun", rerun}, {"taken_over", kept}};
+    }
     j["requirements"] = json::array();
     for (const auto &v : verdicts) {
+        if (!v.taken_over.is_null()) {
+            json r = v.taken_over;
+            r.erase("rerun");        // (rerun in the grandparent's run, maybe)
+            r["taken_over"] = true;  // from the parent, as it was there
+            j["requirements"].push_back(r);
+            continue;
+        }
         json r = {{"id", v.req->id}, {"capability", v.req->capability}, {"verdict", v.verdict},
                   {"reason", v.reason}, {"seconds", v.seconds}, {"mustpass", v.mustpass},
-                  {"reproduce", v.reproduce}, {"tests", json::array()}};
+                  {"reproduce", v.reproduce}, {"runs", v.runs}, {"failed_runs", v.failed_runs},
+                  {"flake_rate", v.runs ? static_cast<double>(v.failed_runs) / v.runs : 0.0}, {"tests", json::array()}};
+        if (parent) r["rerun"] = true;
         if (v.waiver)
             r["waiver"] = {{"reason", v.waiver->reason}, {"link", v.waiver->link}, {"device", v.waiver->device},
                            {"line", v.waiver->line}};
@@ -242,6 +331,7 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
             r["tests"].push_back({{"name", t.name}, {"status", t.status}, {"ms", t.ms}, {"message", t.message}});
         j["requirements"].push_back(r);
     }
+    *summary = recount_summary(j);
 
     json caps = {{"backend", b.api->name}, {"version", b.api->version}, {"path", b.path},
                  {"abi_version", b.api->abi_version}, {"mask", b.api->capabilities}, {"capabilities", json::array()}};
@@ -250,28 +340,83 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
 
     const std::string &d = o.out_dir;
     return write_text(d + "/results.json", j.dump(2) + "\n", err) &&
-           write_text(d + "/junit.xml", junit_xml(verdicts, count["failed"]), err) &&
-           write_text(d + "/summary.txt", summary + "\n", err) &&
+           write_text(d + "/junit.xml", junit_xml(j), err) &&
+           write_text(d + "/summary.txt", *summary + "\n", err) &&
            write_text(d + "/mustpass.txt", mustpass_text(mustpass), err) &&
            write_text(d + "/waivers.tsv", waivers_text, err) &&
            write_text(d + "/capabilities.json", caps.dump(2) + "\n", err) &&
            write_text(d + "/environment.json", environment.dump(2) + "\n", err) &&
-           (!bench || write_text(d + "/bench.json", bench->dump(2) + "\n", err));
+           (!bench || write_text(d + "/bench.json", bench->dump(2) + "\n", err)) &&
+           (!bench || write_text(d + "/bench.csv", bench_csv(*bench), err));
 }
 
 } // namespace
 
-int qualify(const QualifyOptions &o) {
+bool parse_shard(const std::string &text, int *index, int *count, std::string *error) {
+    const size_t slash = text.find('/');
+    char *end1 = nullptr, *end2 = nullptr;
+    const std::string a = text.substr(0, slash), b = slash == std::string::npos ? "" : text.substr(slash + 1);
+    const long i = std::strtol(a.c_str(), &end1, 10), n = std::strtol(b.c_str(), &end2, 10);
+    if (slash == std::string::npos || a.empty() || b.empty() || *end1 || *end2 || n < 1 || i < 1 || i > n ||
+        n > 100000) {
+        *error = "takes I/N, share I of N with 1 <= I <= N (e.g. 1/2), not '" + text + "'";
+        return false;
+    }
+    *index = static_cast<int>(i);
+    *count = static_cast<int>(n);
+    return true;
+}
+
+int qualify(const QualifyOptions &opts) {
+    QualifyOptions o = opts;
     std::string err;
     const LoadedBackend *b = load_backend(o.backend, &err);
     if (!b) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }
-    // The waiver file (copied into the package as waivers.tsv).
+    // --rerun-failed: the parent package gives the selection, the must-pass
+    // version and the waivers; it must be of this backend and this suite.
+    Parent parent;
+    const bool rerun = !o.rerun_failed.empty();
+    if (rerun) {
+        if (!read_parent(o.rerun_failed, &parent, &err)) {
+            std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
+            return 2;
+        }
+        const json &pb = parent.results["backend"], &ps = parent.results["suite"];
+        const std::string here = std::string(b->api->name) + " " + b->api->version + " [" + caps_to_string(b->api->capabilities) + "]";
+        const std::string there = pb.value("name", "") + " " + pb.value("version", "") + " [" + pb.value("capabilities", "") + "]";
+        if (here != there) {
+            std::fprintf(stderr, "xmc qualify: --rerun-failed: %s is a package of backend %s, not of %s\n",
+                         o.rerun_failed.c_str(), there.c_str(), here.c_str());
+            return 2;
+        }
+        if (ps.value("version", "") != suite_version() || ps.value("git_revision", "") != git_revision()) {
+            std::fprintf(stderr, "xmc qualify: --rerun-failed: %s was made by suite %s (%s), this xmc is %s (%s): rerun with "
+                                 "the xmc that made it\n", o.rerun_failed.c_str(), ps.value("version", "").c_str(),
+                         ps.value("git_revision", "").c_str(), suite_version(), git_revision());
+            return 2;
+        }
+        o.filter = parent.results.value("filter", "");
+        o.tier = parent.results.value("tier", "");
+        o.mustpass = parent.results["mustpass"].value("suite", suite_version());
+        o.waivers = parent.results.value("waivers_source", "");
+        if (parent.results["shard"].is_object()) {
+            o.shard_index = parent.results["shard"].value("index", 0);
+            o.shard_count = parent.results["shard"].value("count", 0);
+        }
+    }
+    // The waiver file (copied into the package as waivers.tsv); a rerun uses its parent's.
     std::vector<Waiver> waivers;
     std::string waivers_text = "# xmc waivers: ID<TAB>backend<TAB>device<TAB>reason<TAB>link (none given)\n";
-    if (!o.waivers.empty()) {
+    if (rerun) {
+        waivers_text = parent.waivers_text;
+        if (!parse_waivers(waivers_text, o.rerun_failed + "/waivers.tsv", &waivers, &err)) {
+            std::fprintf(stderr, "xmc qualify: --rerun-failed: %s\n", err.c_str());
+            return 2;
+        }
+    } else if (!o.waivers.empty()) {
         if (!read_text(o.waivers, &waivers_text)) {
             std::fprintf(stderr, "xmc qualify: cannot read waiver file %s\n", o.waivers.c_str());
             return 2;
@@ -288,6 +433,40 @@ int qualify(const QualifyOptions &o) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }
+    // The selection: the rows of the filter and tier, then this shard's share
+    // of them (every N-th, so a row's shard depends only on the selection).
+    std::vector<const Requirement *> selected;
+    if (rerun) {
+        for (const auto &pr : parent.results["requirements"]) {
+            const Requirement *row = nullptr;
+            for (const auto &r : catalogue())
+                if (r.id == pr.value("id", "")) row = &r;
+            if (!row) {
+                std::fprintf(stderr, "xmc qualify: --rerun-failed: %s holds requirement '%s', which is not in the catalogue of "
+                                     "suite %s\n", o.rerun_failed.c_str(), pr.value("id", "").c_str(), suite_version());
+                return 2;
+            }
+        }
+        for (const auto &r : catalogue())
+            for (const auto &pr : parent.results["requirements"])
+                if (pr.value("id", "") == r.id) { selected.push_back(&r); break; }
+    } else {
+        size_t position = 0;
+        for (const auto &r : catalogue()) {
+            if (!(o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) || !(o.tier.empty() || r.in_tier(o.tier)))
+                continue;
+            if (!o.shard_count || static_cast<int>(position % o.shard_count) == o.shard_index - 1) selected.push_back(&r);
+            ++position;
+        }
+    }
+    if (selected.empty()) {
+        std::string what = o.filter.empty() ? "" : "the filter '" + o.filter + "'";
+        if (!o.tier.empty()) what += (what.empty() ? "tier " : " in tier ") + o.tier;
+        if (o.shard_count) what += (what.empty() ? "shard " : ", shard ") + std::to_string(o.shard_index) + "/" + std::to_string(o.shard_count) + ",";
+        if (what.empty()) what = "the catalogue";
+        std::fprintf(stderr, "xmc qualify: %s selects no requirement\n", what.c_str());
+        return 2;
+    }
     const std::string logs = o.out_dir + "/logs";
     std::error_code ec;
     std::filesystem::create_directories(logs, ec);
@@ -297,6 +476,7 @@ int qualify(const QualifyOptions &o) {
     }
     // Files of an earlier run in the same folder that this run may not rewrite.
     std::filesystem::remove(o.out_dir + "/bench.json", ec);
+    std::filesystem::remove(o.out_dir + "/bench.csv", ec);
     std::filesystem::remove_all(o.out_dir + "/plots", ec);
     std::printf("xmc qualify: backend %s %s (%s), capabilities: %s\n", b->api->name, b->api->version,
                 b->path.c_str(), caps_to_string(b->api->capabilities).c_str());
@@ -304,6 +484,12 @@ int qualify(const QualifyOptions &o) {
     // The environment statement; the devices it names select device waivers.
     const json environment = collect_environment(*b, std::min(o.timeout_s, 60));
     const std::vector<DeviceFacts> devices = devices_of(environment);
+    if (rerun && device_identity(environment) != device_identity(parent.environment)) {
+        std::fprintf(stderr, "xmc qualify: --rerun-failed: %s was made on other devices (%s) than this run sees (%s): its "
+                             "verdicts cannot be taken over\n", o.rerun_failed.c_str(),
+                     device_identity(parent.environment).dump().c_str(), device_identity(environment).dump().c_str());
+        return 2;
+    }
     {
         std::string names;
         for (const auto &dv : devices) names += (names.empty() ? "" : ", ") + dv.name + " (" + dv.uuid + ")";
@@ -327,61 +513,46 @@ int qualify(const QualifyOptions &o) {
     std::string driver_env;
     for (const auto &[k, val] : driver_variables()) driver_env += k + "=" + val + " ";
 
-    std::vector<Verdict> verdicts;
-    std::vector<const Requirement *> selected;
-    for (const auto &r : catalogue())
-        if ((o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) && (o.tier.empty() || r.in_tier(o.tier)))
-            selected.push_back(&r);
-    if (selected.empty()) {
-        std::string what = o.filter.empty() ? "" : "the filter '" + o.filter + "'";
-        if (!o.tier.empty()) what += (what.empty() ? "tier " : " in tier ") + o.tier;
-        std::fprintf(stderr, "xmc qualify: %s selects no requirement\n", what.c_str());
-        return 2;
-    }
-    size_t k = 0;
-    for (const Requirement *r : selected) {
-        Verdict v;
-        v.req = r;
-        v.mustpass = mustpass.contains(r->id);
-        const auto t0 = std::chrono::steady_clock::now();
-        const std::vector<std::string> tests = tests_of(*r);
-        if (const std::string cap = r->missing_capability(b->api->capabilities); !cap.empty()) {
-            v.verdict = "unsupported";
-            v.reason = "capability '" + cap + "' not declared";
-        } else if (!r->in_tier("pr")) {
-            // A benchmark's requirement (REG-SPEED, ...): its tier's benchmarks measure it.
-            const std::string &tier = !o.tier.empty() && r->in_tier(o.tier) ? o.tier : r->tiers.front();
-            v.verdict = "unsupported";
-            v.reason = "measured by the hardware tier (" + tier + "): ctest -L " + tier;
-        } else if (tests.empty()) {
-            v.verdict = "failed";
-            v.reason = "no test is registered for this requirement, whose capability the backend declares";
-        } else {
-            std::string note;
-            v.tests = run_tests(o, tests, logs + "/" + r->id + ".log", logs + "/" + r->id + ".jsonl", &note);
-            int failed = 0, passed = 0, unsupported = 0;
-            for (auto &t : v.tests) {
-                if (t.status == "passed") ++passed;
-                else if (t.status == "skipped") {
-                    // A skip must declare why (XMC_SKIP): a missing capability, feature or device.
-                    if ((t.skip_kind == "unsupported" || t.skip_kind == "no_device") && !t.skip_reason.empty()) ++unsupported;
-                    else { t.status = "failed"; t.message = "skipped without a declared reason: " + t.message; ++failed; }
-                } else ++failed;
-            }
-            if (failed) {
-                v.verdict = "failed";
-                v.reason = std::to_string(failed) + " of " + std::to_string(v.tests.size()) + " tests failed" +
-                           (note.empty() ? "" : " (" + note + ")");
-            } else if (passed == 0) {
-                v.verdict = "unsupported";
-                for (auto &t : v.tests)
-                    if (t.status == "skipped") { v.reason = t.skip_kind + ": " + t.skip_reason; break; }
-            } else {
-                v.verdict = "passed";
-                v.reason = std::to_string(passed) + " tests" +
-                           (unsupported ? ", " + std::to_string(unsupported) + " unsupported" : "");
+    // What runs: every selected requirement, or with --rerun-failed those
+    // that failed in the parent (the others are taken over from it).
+    std::vector<Verdict> verdicts(selected.size());
+    std::vector<size_t> to_run;
+    for (size_t i = 0; i < selected.size(); ++i) {
+        verdicts[i].req = selected[i];
+        if (rerun) {
+            for (const auto &pr : parent.results["requirements"])
+                if (pr.value("id", "") == selected[i]->id && pr.value("verdict", "") != "failed") verdicts[i].taken_over = pr;
+            if (!verdicts[i].taken_over.is_null()) {
+                // Its log comes along, so the package stays complete.
+                std::filesystem::copy_file(o.rerun_failed + "/logs/" + selected[i]->id + ".log",
+                                           logs + "/" + selected[i]->id + ".log",
+                                           std::filesystem::copy_options::overwrite_existing, ec);
+                continue;
             }
         }
+        to_run.push_back(i);
+    }
+    if (rerun) {
+        std::string ids;
+        for (size_t i : to_run) ids += (ids.empty() ? "" : ", ") + selected[i]->id;
+        std::printf("xmc qualify: rerunning the %zu requirement(s) that failed in %s%s%s; the other %zu are taken over\n",
+                    to_run.size(), o.rerun_failed.c_str(), ids.empty() ? "" : ": ", ids.c_str(),
+                    selected.size() - to_run.size());
+    }
+    if (o.shard_count)
+        std::printf("xmc qualify: shard %d/%d: %zu requirement(s) of the selection\n", o.shard_index, o.shard_count,
+                    selected.size());
+
+    // The requirements run --jobs at a time; one whose catalogue row says
+    // "alone" runs with nothing beside it (after the others). The tests of
+    // each are listed here, before any thread starts (GoogleTest's registry).
+    std::vector<std::vector<std::string>> tests(selected.size());
+    for (size_t i : to_run) tests[i] = tests_of(*selected[i]);
+    std::mutex print_mu;
+    size_t finished = 0;
+    auto run_one = [&](size_t i) {
+        const Requirement *r = selected[i];
+        Verdict v = evaluate(o, *r, tests[i], b->api->capabilities, logs);
         for (const auto &w : waivers) {
             if (w.id != r->id || !waiver_applies(w, b->api->name, devices)) continue;
             v.waiver = &w;
@@ -393,22 +564,43 @@ int qualify(const QualifyOptions &o) {
         for (const auto &t : v.tests)
             if (t.status != "passed" && t.status != "skipped") filter += (filter.empty() ? "" : ":") + t.name;
         if (!filter.empty()) v.reproduce = driver_env + "xmc run --backend " + o.backend + " --gtest_filter='" + filter + "'";
-        v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        std::printf("[%2zu/%zu] %-24s %-11s %s (%.2f s)\n", ++k, selected.size(), r->id.c_str(),
+        std::lock_guard<std::mutex> lock(print_mu);
+        std::printf("[%2zu/%zu] %-24s %-11s %s (%.2f s)\n", ++finished, to_run.size(), r->id.c_str(),
                     v.verdict.c_str(), v.reason.c_str(), v.seconds);
         std::fflush(stdout);
-        verdicts.push_back(v);
+        verdicts[i] = std::move(v);
+    };
+    if (o.jobs <= 1) {
+        for (size_t i : to_run) run_one(i);
+    } else {
+        std::vector<size_t> shared, alone;
+        for (size_t i : to_run) (selected[i]->alone.empty() ? shared : alone).push_back(i);
+        std::atomic<size_t> next{0};
+        std::vector<std::thread> pool;
+        for (int t = 0; t < o.jobs && static_cast<size_t>(t) < shared.size(); ++t)
+            pool.emplace_back([&] {
+                for (size_t k; (k = next++) < shared.size();) run_one(shared[k]);
+            });
+        for (auto &t : pool) t.join();
+        for (size_t i : alone) run_one(i);
+    }
+    for (size_t i = 0; i < selected.size(); ++i) {
+        verdicts[i].req = selected[i];
+        verdicts[i].mustpass = mustpass.contains(selected[i]->id);
+        if (!verdicts[i].taken_over.is_null()) verdicts[i].verdict = verdicts[i].taken_over.value("verdict", "");
     }
 
+    // The summary line, then each failure's reproducer (in catalogue order,
+    // however the runs finished).
     std::map<std::string, int> count;
     for (const auto &v : verdicts) count[v.verdict]++;
-    const std::string summary = summary_line(static_cast<int>(verdicts.size()), count["passed"], count["failed"],
-                                             count["unsupported"], count["waived"]);
-    std::printf("%s\n", summary.c_str());
-
-    // Each failure's reproducer.
+    std::printf("%s\n", summary_line(static_cast<int>(verdicts.size()), count["passed"], count["failed"],
+                                     count["unsupported"], count["waived"]).c_str());
+    int failed = 0;
     for (const auto &v : verdicts) {
         if (v.verdict != "failed") continue;
+        ++failed;
+        if (!v.taken_over.is_null()) continue;
         std::printf("\nFAILED %s: %s\n", v.req->id.c_str(), v.reason.c_str());
         for (const auto &t : v.tests) {
             if (t.status == "passed" || t.status == "skipped") continue;
@@ -430,17 +622,22 @@ int qualify(const QualifyOptions &o) {
         bench = run_benchmarks(bo);
         if (!bench["rows"].empty()) std::printf("\n%s", bench_table(bench).c_str());
         if (bench.contains("skipped")) std::printf("xmc qualify: benchmarks skipped: %s\n", bench["skipped"].get<std::string>().c_str());
-        if (bench.contains("error")) {
-            std::printf("xmc qualify: benchmarks FAILED: %s\n", bench["error"].get<std::string>().c_str());
+        for (const auto &problem : bench_failures(bench)) {
+            std::printf("xmc qualify: benchmarks FAILED: %s\n", problem.c_str());
             bench_failed = true;
         }
     }
 
     // The package: results.json, junit.xml, summary.txt, mustpass.txt,
     // waivers.tsv, capabilities.json, environment.json, bench.json, report.
-    if (!write_package(o, *b, verdicts, count, summary, mustpass, waivers_text, environment, o.bench ? &bench : nullptr,
-                       &err) ||
-        !write_report(o.out_dir, &err)) {
+    std::string summary;
+    if (!write_package(o, *b, verdicts, mustpass, o.waivers, waivers_text, environment, o.bench ? &bench : nullptr,
+                       rerun ? &parent : nullptr, &summary, &err)) {
+        std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
+        return 2;
+    }
+
+    if (!write_report(o.out_dir, &err)) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }
@@ -466,7 +663,7 @@ int qualify(const QualifyOptions &o) {
             if (!want.count(id)) std::printf("xmc selftest: UNEXPECTED: %s failed, but the planted bug is not there\n", id.c_str());
         return 1;
     }
-    return count["failed"] || bench_failed ? 1 : 0;
+    return failed || bench_failed ? 1 : 0;
 }
 
 } // namespace xmc::conformance

@@ -3,6 +3,9 @@
 // the run goes on; then writes the qualification package (SPEC 9): results
 // (JSON, JUnit XML, summary), the must-pass list, the waivers, capabilities,
 // environment, benchmarks (--bench) and the report. docs/qualify.md.
+// At fleet scale: --jobs N (requirements in parallel), --shard I/N (one share
+// of the selection; `xmc merge` joins the shares), --rerun-failed DIR (what
+// failed in an earlier package, the rest taken over), --repeat N (flake rates).
 #pragma once
 #include <string>
 #include <vector>
@@ -18,9 +21,17 @@ struct QualifyOptions {
     std::string waivers;      // file: ID<TAB>backend<TAB>device<TAB>reason<TAB>link (or ID<TAB>backend<TAB>reason)
     std::string expect_fail;  // self-test: exactly these IDs must fail
     int timeout_s = 300;      // per requirement
-    bool bench = false;       // also run the benchmarks (bench.json, plots)
+    bool bench = false;       // also run the benchmarks (bench.json, bench.csv, plots)
     std::vector<unsigned long long> bench_sizes;  // transfer sizes for them; empty: defaults
+    int jobs = 1;             // requirements run at once (the catalogue's `alone` rows run by themselves)
+    int shard_index = 0;      // --shard I/N: this run is share I of N (1-based); 0: the whole selection
+    int shard_count = 0;
+    int repeat = 1;           // each requirement's tests run this many times; any failing run fails it
+    std::string rerun_failed; // an earlier package: rerun what failed there, take the rest over
 };
+
+// --shard I/N: "I/N" with 1 <= I <= N; false with *error saying what is wrong.
+bool parse_shard(const std::string &text, int *index, int *count, std::string *error);
 
 int qualify(const QualifyOptions &o);
 

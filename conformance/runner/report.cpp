@@ -119,7 +119,7 @@ std::string svg_plot(const std::string &title, const std::string &unit, std::vec
         s << "<circle cx=\"" << num(X(p.bytes), "%.1f") << "\" cy=\"" << num(Y(p.figure), "%.1f")
           << "\" r=\"4\" fill=\"#1f5fa8\"><title>" << num(p.figure) << " " << xml_escape(unit) << " at "
           << xml_escape(human_bytes(static_cast<unsigned long long>(p.bytes)))
-          << (p.peak > 0 ? ", ratio " + num(p.figure / p.peak, "%.3f") : std::string()) << "</title></circle>\n";
+          << (p.peak > 0 && unit == "GB/s" ? ", ratio " + num(p.figure / p.peak, "%.3f") : std::string()) << "</title></circle>\n";
     }
     // legend
     s << "<line x1=\"" << L + 10 << "\" y1=\"" << T - 8 << "\" x2=\"" << L + 40 << "\" y2=\"" << T - 8
@@ -138,19 +138,22 @@ struct Plot {
     std::string file, title;
 };
 
-// One plot per bandwidth series (unit GB/s) of the benchmark rows.
+// One plot per series (a path across sizes: one curve, the peak's beside
+// it), whatever its unit (GB/s, ms, us, ns).
 std::vector<Plot> write_plots(const std::string &dir, const json &bench, std::string *error) {
     std::vector<Plot> plots;
     if (!bench.is_object() || !bench.contains("rows")) return plots;
     std::map<std::string, std::vector<Point>> series;
+    std::map<std::string, std::string> unit_of;
     std::vector<std::string> order;
     for (const auto &r : bench["rows"]) {
-        if (r.value("unit", "") != "GB/s" || !r["figure"].is_number() || r.value("bytes", 0ull) == 0) continue;
+        if (r.value("unit", "").empty() || !r["figure"].is_number() || r.value("bytes", 0ull) == 0) continue;
         // A 2-D copy's figure is plotted once, against the raw 2-D copy; its
         // ratio to the 1-D copy is in the table.
         if (r.value("path", "").find(" vs 1-D copy") != std::string::npos) continue;
         const std::string name = r.value("series", r.value("path", ""));
         if (!series.count(name)) order.push_back(name);
+        unit_of[name] = r.value("unit", "");
         series[name].push_back({static_cast<double>(r["bytes"].get<unsigned long long>()), r["figure"].get<double>(),
                                 r["peak"].is_number() ? r["peak"].get<double>() : 0});
     }
@@ -159,7 +162,7 @@ std::vector<Plot> write_plots(const std::string &dir, const json &bench, std::st
         std::string file = "plots/" + slug(name) + ".svg";
         for (int k = 2; std::any_of(plots.begin(), plots.end(), [&](const Plot &p) { return p.file == file; }); ++k)
             file = "plots/" + slug(name) + "-" + std::to_string(k) + ".svg";
-        if (!write_text(dir + "/" + file, svg_plot(name, "GB/s", series[name]), error)) return {};
+        if (!write_text(dir + "/" + file, svg_plot(name, unit_of[name], series[name]), error)) return {};
         plots.push_back({file, name});
     }
     return plots;
@@ -241,8 +244,8 @@ bool write_report(const std::string &dir, std::string *error) {
         {"date", env.value("date", "")},
         {"OS", env["os"]["os_release"].value("PRETTY_NAME", "?") + "; " + env["os"].value("sysname", "") + " " +
                    env["os"].value("release", "") + " " + env["os"].value("machine", "")},
-        {"CPU", env["cpu"].value("model", "?") + " (" + std::to_string(env["cpu"].value("online", 0)) + " online), memory " +
-                    env["cpu"].value("memory", "?")},
+        {"CPU", env["cpu"].value("model", "?") + " (" + std::to_string(env["cpu"].value("cores", 0)) + " cores, " +
+                    std::to_string(env["cpu"].value("online", 0)) + " online), memory " + env["cpu"].value("memory", "?")},
         {"compiler", env.value("compiler", "?")},
         {"backend library", env["backend"].value("path", "?")}};
     if (env.contains("drivers"))
@@ -253,7 +256,24 @@ bool write_report(const std::string &dir, std::string *error) {
         envrows.push_back({"device " + std::to_string(d.value("index", 0)),
                            d.value("name", d.value("error", "?")) + (d.contains("uuid") ? ", UUID " + d.value("uuid", "") : "") +
                                (d.value("total_memory", 0ull) ? ", " + human_bytes(d["total_memory"].get<unsigned long long>()) : "")});
+    for (const auto &d : env["devices"]) {
+        if (!d.contains("pci") || !d["pci"].is_object()) continue;
+        const json &pci = d["pci"];
+        envrows.push_back({"device " + std::to_string(d.value("index", 0)) + " PCIe",
+                           pci.contains("error") ? pci.value("error", "")
+                                                 : pci.value("bus_id", "") + ": link " + pci.value("current_link_speed", "?") + " x" +
+                                                       pci.value("current_link_width", "?") + " (max " + pci.value("max_link_speed", "?") +
+                                                       " x" + pci.value("max_link_width", "?") + "), NUMA node " + pci.value("numa_node", "?")});
+    }
     if (env.contains("devices_error")) envrows.push_back({"devices", env.value("devices_error", "")});
+    if (env.contains("hugepages")) {
+        const json &h = env["hugepages"];
+        envrows.push_back({"transparent huge pages", "enabled: " + h["transparent"].value("enabled", "?") + "; defrag: " +
+                                                         h["transparent"].value("defrag", "?")});
+        std::string expl;
+        for (auto &[k, v] : h["explicit"].items()) expl += (expl.empty() ? "" : ", ") + k + " " + (v.is_string() ? v.get<std::string>() : v.dump());
+        envrows.push_back({"explicit huge pages", expl});
+    }
     if (env.contains("variables"))
         for (auto &[k, v] : env["variables"].items()) envrows.push_back({k, v.get<std::string>()});
 
@@ -274,6 +294,8 @@ bool write_report(const std::string &dir, std::string *error) {
          << "th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;font-size:13px}\n"
          << "th{background:#f0f0f0}\n.passed{background:#e3f4e3}.failed{background:#f9d6d5}\n"
          << ".unsupported{background:#eeeeee}.waived{background:#fcf0cf}\n"
+         << ".bench-ok{background:#e3f4e3}.bench-missed{background:#f9d6d5}.bench-broken{background:#e8d5f5}"
+         << ".bench-below-baseline{background:#fcdcb8}\n"
          << "#summary{font-size:16px;font-weight:bold}.ok{color:#1e7b1e}.bad{color:#b0201a}\n"
          << "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\nfigure{margin:1em 0}\n"
          << "</style>\n</head>\n<body>\n";
@@ -287,6 +309,51 @@ bool write_report(const std::string &dir, std::string *error) {
     html << "<h2>Environment</h2>\n<table>\n";
     for (const auto &[k, v] : envrows) html << "<tr><th>" << xml_escape(k) << "</th><td>" << xml_escape(v) << "</td></tr>\n";
     html << "</table>\n";
+
+    // ---- how the package was made: jobs, shards, merges, reruns, repeats ----
+    std::vector<std::string> made;
+    if (results.value("jobs", 1) > 1)
+        made.push_back("Requirements ran " + std::to_string(results.value("jobs", 1)) +
+                       " at a time (--jobs); the catalogue's alone rows by themselves.");
+    if (results["shard"].is_object())
+        made.push_back("Shard " + std::to_string(results["shard"].value("index", 0)) + "/" +
+                       std::to_string(results["shard"].value("count", 0)) +
+                       " (--shard): every N-th row of the selection only; `xmc merge` joins the shards into one package.");
+    if (results.contains("shards")) {
+        std::string list;
+        for (const auto &sh : results["shards"])
+            list += (list.empty() ? "" : "; ") + std::string("shard ") + std::to_string(sh.value("index", 0)) + "/" +
+                    std::to_string(sh.value("count", 0)) + " from " + sh.value("path", "") + " (results sha256 " +
+                    sh.value("results_sha256", "").substr(0, 12) + "..., " + std::to_string(sh["requirements"].size()) +
+                    " requirements" + (sh.contains("parent") ? ", itself a rerun" : "") + ")";
+        made.push_back("A merge (xmc merge) of " + std::to_string(results["shards"].size()) + " shards: " + list + ".");
+    }
+    if (results.contains("parent")) {
+        const json &pa = results["parent"];
+        std::string rerun;
+        for (const auto &id : pa["rerun"]) rerun += (rerun.empty() ? "" : ", ") + id.get<std::string>();
+        made.push_back("A rerun (--rerun-failed) of the parent package " + pa.value("path", "") + " (results sha256 " +
+                       pa.value("results_sha256", "") + "): rerun " + (rerun.empty() ? "none (nothing had failed)" : rerun) +
+                       "; the other " + std::to_string(pa["taken_over"].size()) + " requirements are taken over from it as they were.");
+    }
+    if (results.value("repeat", 1) > 1) {
+        std::string flaky;
+        for (const auto &r : results["requirements"])
+            if (r.value("failed_runs", 0) > 0)
+                flaky += (flaky.empty() ? "" : ", ") + r.value("id", "") + " " + num(r.value("flake_rate", 0.0), "%.2f");
+        made.push_back("Each requirement ran " + std::to_string(results.value("repeat", 1)) +
+                       " times (--repeat); any failing run fails it. Flake rates (failed runs / runs) above 0: " +
+                       (flaky.empty() ? "none" : flaky) + ".");
+    }
+    if (!made.empty()) {
+        md << "\n## How this package was made\n\n";
+        html << "<h2>How this package was made</h2>\n<ul id=\"made\">\n";
+        for (const auto &m : made) {
+            md << "- " << md_cell(m) << "\n";
+            html << "<li>" << xml_escape(m) << "</li>\n";
+        }
+        html << "</ul>\n";
+    }
 
     // ---- requirements by primitive ----
     md << "\n## Requirements\n";
@@ -304,10 +371,10 @@ bool write_report(const std::string &dir, std::string *error) {
         char head[256];
         std::snprintf(head, sizeof head, "%s: %s (passed %d, failed %d, unsupported %d, waived %d)", prefix.c_str(),
                       name.c_str(), c.passed, c.failed, c.unsupported, c.waived);
-        md << "\n### " << head << "\n\n| requirement | capability | must pass | verdict | reason | tests | seconds |\n"
-           << "|---|---|---|---|---|---|---|\n";
+        md << "\n### " << head << "\n\n| requirement | capability | must pass | verdict | reason | tests | runs | seconds |\n"
+           << "|---|---|---|---|---|---|---|---|\n";
         html << "<h3>" << xml_escape(head) << "</h3>\n<table>\n<tr><th>requirement</th><th>capability</th>"
-             << "<th>must pass</th><th>verdict</th><th>reason</th><th>tests</th><th>seconds</th></tr>\n";
+             << "<th>must pass</th><th>verdict</th><th>reason</th><th>tests</th><th>runs</th><th>seconds</th></tr>\n";
         for (const json *r : rows) {
             int passed = 0;
             for (const auto &t : (*r)["tests"]) passed += t.value("status", "") == "passed";
@@ -315,14 +382,21 @@ bool write_report(const std::string &dir, std::string *error) {
             const std::string v = r->value("verdict", "");
             const std::string id = r->value("id", "");
             const bool has_repro = v == "failed" || v == "waived";
+            // Runs (--repeat: failed runs and the flake rate) and where the result comes from (--rerun-failed).
+            std::string runs = std::to_string(r->value("runs", 0));
+            if (r->value("failed_runs", 0) > 0)
+                runs += ", " + std::to_string(r->value("failed_runs", 0)) + " failed (flake rate " +
+                        num(r->value("flake_rate", 0.0), "%.2f") + ")";
+            if (r->value("taken_over", false)) runs += "; taken over from the parent";
+            if (r->value("rerun", false)) runs += "; rerun";
             md << "| " << (has_repro ? "[" + id + "](#" + slug(id) + ")" : id) << " | " << r->value("capability", "") << " | "
                << (r->value("mustpass", false) ? "yes" : "no") << " | **" << v << "** | " << md_cell(r->value("reason", ""))
-               << " | " << tests << " | " << num(r->value("seconds", 0.0)) << " |\n";
+               << " | " << tests << " | " << md_cell(runs) << " | " << num(r->value("seconds", 0.0)) << " |\n";
             html << "<tr class=\"" << xml_escape(v) << "\"><td>"
                  << (has_repro ? "<a href=\"#" + slug(id) + "\">" + xml_escape(id) + "</a>" : xml_escape(id)) << "</td><td>"
                  << xml_escape(r->value("capability", "")) << "</td><td>" << (r->value("mustpass", false) ? "yes" : "no")
                  << "</td><td><b>" << xml_escape(v) << "</b></td><td>" << xml_escape(r->value("reason", "")) << "</td><td>"
-                 << tests << "</td><td>" << num(r->value("seconds", 0.0)) << "</td></tr>\n";
+                 << tests << "</td><td>" << xml_escape(runs) << "</td><td>" << num(r->value("seconds", 0.0)) << "</td></tr>\n";
         }
         html << "</table>\n";
     }
@@ -397,10 +471,15 @@ bool write_report(const std::string &dir, std::string *error) {
             html << "<p class=\"bad\">Error: " << xml_escape(bench.value("error", "")) << "</p>\n";
         }
         if (!bench["rows"].empty()) {
-            md << "Each figure beside the platform peak measured in the same run; the ratio is 1.0 at the peak.\n\n"
-               << "| path | size | figure | peak (same run) | ratio | target |\n|---|---|---|---|---|---|\n";
-            html << "<p>Each figure beside the platform peak measured in the same run; the ratio is 1.0 at the peak.</p>\n"
-                 << "<table>\n<tr><th>path</th><th>size</th><th>figure</th><th>peak (same run)</th><th>ratio</th><th>target</th></tr>\n";
+            const std::string note = "Each figure beside the platform peak measured in the same run; the ratio is 1.0 at the "
+                                     "peak. A row is ok, missed (below its target), broken (above " + num(1.05) +
+                                     " of its peak: a broken measurement) or below baseline" +
+                                     (bench.contains("baseline") ? " (" + bench["baseline"].value("file", "") + ")" : "") +
+                                     ". The same rows: bench.csv.";
+            md << note << "\n\n| path | size | figure | peak (same run) | ratio | target | baseline | verdict |\n"
+               << "|---|---|---|---|---|---|---|---|\n";
+            html << "<p>" << xml_escape(note) << "</p>\n<table id=\"bench\">\n<tr><th>path</th><th>size</th><th>figure</th>"
+                 << "<th>peak (same run)</th><th>ratio</th><th>target</th><th>baseline</th><th>verdict</th></tr>\n";
             for (const auto &r : bench["rows"]) {
                 const std::string unit = r.value("unit", "");
                 const std::string size = r.value("bytes", 0ull) ? human_bytes(r["bytes"].get<unsigned long long>()) : "";
@@ -409,18 +488,23 @@ bool write_report(const std::string &dir, std::string *error) {
                     target = (r.value("requirement", "").empty() ? "" : r.value("requirement", "") + " ") + ">= " +
                              num(r["target"].get<double>());
                 const std::string fig = num_or_na(r["figure"]) + " " + unit, peak = num_or_na(r["peak"]) + " " + unit;
+                const std::string verdict = r.value("verdict", "");
+                const std::string base = r.contains("baseline") ? num_or_na(r["baseline"]["figure"]) + " " + unit + " (-" +
+                                                                      num(100 * r["baseline"].value("tolerance", 0.0), "%.0f") + "%)"
+                                                                : "";
                 md << "| " << md_cell(r.value("path", "")) << " | " << size << " | " << fig << " | " << peak << " | "
-                   << num_or_na(r["ratio"], "%.3f") << " | " << target << " |\n";
-                html << "<tr><td>" << xml_escape(r.value("path", "")) << "</td><td>" << size << "</td><td>" << xml_escape(fig)
-                     << "</td><td>" << xml_escape(peak) << "</td><td>" << num_or_na(r["ratio"], "%.3f") << "</td><td>"
-                     << xml_escape(target) << "</td></tr>\n";
+                   << num_or_na(r["ratio"], "%.3f") << " | " << target << " | " << base << " | **" << verdict << "** |\n";
+                html << "<tr class=\"bench-" << slug(verdict) << "\"><td>" << xml_escape(r.value("path", "")) << "</td><td>"
+                     << size << "</td><td>" << xml_escape(fig) << "</td><td>" << xml_escape(peak) << "</td><td>"
+                     << num_or_na(r["ratio"], "%.3f") << "</td><td>" << xml_escape(target) << "</td><td>" << xml_escape(base)
+                     << "</td><td><b>" << xml_escape(verdict) << "</b></td></tr>\n";
             }
             html << "</table>\n";
         }
         for (const auto &p : plots) {
             md << "\n![" << md_cell(p.title) << "](" << p.file << ")\n";
             html << "<figure><img src=\"" << p.file << "\" alt=\"" << xml_escape(p.title) << "\" width=\"640\" height=\"340\">"
-                 << "<figcaption>" << xml_escape(p.title) << ": figure against transfer size, the peak dashed</figcaption></figure>\n";
+                 << "<figcaption>" << xml_escape(p.title) << ": figure against transfer size across the sizes measured, the peak dashed</figcaption></figure>\n";
         }
     }
 
@@ -434,11 +518,11 @@ bool write_report(const std::string &dir, std::string *error) {
         html << (i ? ", " : "") << xml_escape(mp.ids[i]);
     }
     md << ".\n\n## Files\n\n`results.json`, `junit.xml`, `summary.txt`, `mustpass.txt`, `waivers.tsv`, "
-       << "`capabilities.json`, `environment.json`" << (have_bench ? ", `bench.json`" : "")
+       << "`capabilities.json`, `environment.json`" << (have_bench ? ", `bench.json`, `bench.csv`" : "")
        << ", `logs/`. Check the package with `xmc verify <dir>`.\n";
     html << ".</p>\n<h2>Files</h2>\n<p><code>results.json</code>, <code>junit.xml</code>, <code>summary.txt</code>, "
          << "<code>mustpass.txt</code>, <code>waivers.tsv</code>, <code>capabilities.json</code>, "
-         << "<code>environment.json</code>" << (have_bench ? ", <code>bench.json</code>" : "")
+         << "<code>environment.json</code>" << (have_bench ? ", <code>bench.json</code>, <code>bench.csv</code>" : "")
          << ", <code>logs/</code>. Check the package with <code>xmc verify &lt;dir&gt;</code>.</p>\n</body>\n</html>\n";
 
     return write_text(dir + "/report.md", md.str(), error) && write_text(dir + "/report.html", html.str(), error);

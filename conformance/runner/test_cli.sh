@@ -23,7 +23,7 @@ expect() {
 
 # Generated usage.
 expect 0 '^Usage: xmc \[OPTIONS\] \[SUBCOMMAND\]' --help
-for sub in list-backends list-devices list-requirements where qualify verify bench mustpass run; do
+for sub in list-backends list-devices list-requirements where qualify verify merge bench mustpass run; do
   expect 0 "^Usage: xmc $sub " "$sub" --help
 done
 expect 0 '^  --tier TEXT:\{gpu1,gpu2,multirank,pr\}' qualify --help
@@ -43,6 +43,25 @@ expect 2 'xmc qualify: --bench-sizes requires --bench' qualify --backend host --
 expect 2 "xmc qualify: --bench-sizes: bad size '3Q'" qualify --backend host --out "$work/q" --bench --bench-sizes 3Q
 expect 2 "xmc qualify: --expect-fail: 'PIN-NOPE' is not a requirement" qualify --backend host --out "$work/q" --expect-fail PIN-FREE,PIN-NOPE
 expect 2 'xmc qualify: --waivers: .*no-such-file' qualify --backend host --out "$work/q" --waivers "$work/no-such-file"
+# At fleet scale: --jobs, --shard, --repeat, --rerun-failed, merge; bench's baselines.
+expect 2 'xmc qualify: --jobs: takes a number >= 1, not .0.' qualify --backend host --out "$work/q" --jobs 0
+expect 2 "xmc qualify: --shard: takes I/N, share I of N with 1 <= I <= N \(e.g. 1/2\), not '3/2'" qualify --backend host --out "$work/q" --shard 3/2
+expect 2 "xmc qualify: --shard: takes I/N, share I of N with 1 <= I <= N \(e.g. 1/2\), not '0/2'" qualify --backend host --out "$work/q" --shard 0/2
+expect 2 "xmc qualify: --shard: takes I/N, .*not '2'" qualify --backend host --out "$work/q" --shard 2
+expect 2 'xmc qualify: --repeat: takes a number >= 1, not .0.' qualify --backend host --out "$work/q" --repeat 0
+mkdir -p "$work/not-a-package"
+expect 2 'xmc qualify: --rerun-failed: .*/not-a-package is not a qualification package: it holds no readable results.json' \
+  qualify --backend host --out "$work/q" --rerun-failed "$work/not-a-package"
+expect 2 'xmc qualify: --rerun-failed: Directory does not exist: .*/no-such-dir' qualify --backend host --out "$work/q" --rerun-failed "$work/no-such-dir"
+expect 2 'xmc qualify: --filter excludes --rerun-failed' qualify --backend host --out "$work/q" --rerun-failed "$work/not-a-package" --filter 'PIN-*'
+expect 2 'xmc qualify: --shard excludes --rerun-failed' qualify --backend host --out "$work/q" --rerun-failed "$work/not-a-package" --shard 1/2
+expect 2 "xmc qualify: the filter 'PIN-ALLOC', shard 2/2, selects no requirement" qualify --backend host --out "$work/q" --filter PIN-ALLOC --shard 2/2
+expect 2 'xmc merge: DIR is required' merge --out "$work/m"
+expect 2 'xmc merge: --out is required' merge "$work/not-a-package"
+expect 2 'xmc merge: .*/not-a-package is not a qualification package' merge "$work/not-a-package" --out "$work/m"
+expect 2 'xmc bench: --tolerance requires --write-baseline' bench --backend host --tolerance 0.2
+expect 2 'xmc bench: --baseline: File does not exist: .*no-such-file' bench --backend host --baseline "$work/no-such-file"
+expect 2 'xmc bench: --from: File does not exist' bench --from "$work/no-such-file"
 expect 2 'xmc bench: --min-ratio: takes a number >= 0, not .-1.' bench --backend host --min-ratio -1
 expect 2 'xmc bench: --kind: gpu not in \{cuda,host\}' bench --backend host --kind gpu
 expect 2 'xmc bench: --timeout: takes a number >= 1, not .0.' bench --backend host --timeout 0

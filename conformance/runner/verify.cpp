@@ -1,9 +1,11 @@
 #include "verify.hpp"
 
 #include "catalogue.hpp"
+#include "bench.hpp"
 #include "package.hpp"
 #include "report.hpp"
 
+#include <fnmatch.h>
 #include <unistd.h>
 
 #include <pugixml.hpp>
@@ -15,6 +17,7 @@
 #include <filesystem>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace xmc::conformance {
 namespace {
@@ -120,6 +123,10 @@ void check_mustpass(const json &results, const json &caps, const MustPass &mp, P
     std::string selection;
     if (!results.value("filter", "").empty()) selection = "--filter '" + results.value("filter", "") + "'";
     if (!results.value("tier", "").empty()) selection += (selection.empty() ? "" : " ") + ("--tier " + results.value("tier", ""));
+    if (results.contains("shard") && results["shard"].is_object())
+        selection += (selection.empty() ? "" : " ") + ("--shard " + std::to_string(results["shard"].value("index", 0)) + "/" +
+                                                       std::to_string(results["shard"].value("count", 0)) +
+                                                       ": xmc merge joins the shards into a complete package");
     for (const auto &id : mp.ids)
         if (!have.count(id))
             p.add("must-pass requirement " + id + " has no result in results.json" +
@@ -350,8 +357,34 @@ void check_junit(const json &results, const std::string &xml, Problems &p) {
 }
 
 void check_environment(const json &results, const json &env, Problems &p) {
-    for (const char *key : {"suite", "os", "cpu", "compiler", "backend", "devices", "date"})
+    for (const char *key : {"suite", "os", "cpu", "compiler", "backend", "devices", "date", "hugepages"})
         if (!env.contains(key)) p.add(std::string("environment.json lacks '") + key + "'");
+    // The host: CPU model and core count; transparent and explicit huge pages.
+    if (env.contains("cpu") && (!env["cpu"].is_object() || !env["cpu"]["model"].is_string() || !env["cpu"]["cores"].is_number()))
+        p.add("environment.json: the CPU model or core count (cpu.model, cpu.cores) is not recorded");
+    if (env.contains("hugepages")) {
+        const json &h = env["hugepages"];
+        if (!h.is_object() || !h["transparent"].is_object() || !h["transparent"]["enabled"].is_string() ||
+            !h["transparent"]["defrag"].is_string())
+            p.add("environment.json: the transparent huge page settings (hugepages.transparent.enabled, defrag) are not recorded");
+        if (!h.is_object() || !h["explicit"].is_object() || h["explicit"].empty())
+            p.add("environment.json: the explicit huge pages (hugepages.explicit, /proc/meminfo HugePages_*) are not recorded");
+    }
+    // Each device: its PCI link and NUMA node, or why they are not known.
+    if (env.contains("devices") && env["devices"].is_array())
+        for (const auto &d : env["devices"]) {
+            if (d.contains("error")) continue;  // device_info failed: said so
+            const std::string which = "device " + std::to_string(d.value("index", -1));
+            if (!d.contains("pci") || !d["pci"].is_object()) {
+                p.add("environment.json: " + which + " has no 'pci' (its PCI link speed, width and NUMA node, or why they are unknown)");
+                continue;
+            }
+            const json &pci = d["pci"];
+            if (pci.contains("error")) continue;
+            for (const char *k : {"bus_id", "current_link_speed", "current_link_width", "numa_node"})
+                if (!pci[k].is_string())
+                    p.add("environment.json: " + which + "'s pci lacks '" + k + "' (and gives no error saying why)");
+        }
     if (!env.contains("suite") || !env.contains("os") || !env.contains("devices")) return;
     if (env["suite"].value("version", "") != results["suite"].value("version", "") ||
         env["suite"].value("git_revision", "") != results["suite"].value("git_revision", ""))
@@ -380,7 +413,37 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
     if (b.value("backend", "") != results["backend"].value("name", ""))
         p.add("bench.json measured backend " + b.value("backend", "") + ", the package is of " +
               results["backend"].value("name", ""));
+    // bench.csv beside it: the same rows, in the same order, with the same verdicts.
+    std::string csv;
+    if (!read_text(dir + "/bench.csv", &csv)) p.add("missing file: bench.csv (written beside bench.json)");
+    else {
+        std::vector<std::string> lines;
+        std::istringstream in(csv);
+        for (std::string line; std::getline(in, line);) lines.push_back(line);
+        if (lines.empty() || lines[0].rfind("path,", 0) != 0) p.add("bench.csv has no header line ('path,series,...')");
+        else if (lines.size() - 1 != b["rows"].size())
+            p.add("bench.csv holds " + std::to_string(lines.size() - 1) + " rows, bench.json " + std::to_string(b["rows"].size()));
+        else
+            for (size_t i = 0; i < b["rows"].size(); ++i) {
+                const std::string want = b["rows"][i].value("verdict", "");
+                const std::string &line = lines[i + 1];
+                if (line.size() < want.size() + 1 || line.compare(line.size() - want.size() - 1, std::string::npos, "," + want) != 0)
+                    p.add("bench.csv row " + std::to_string(i + 1) + " does not end in its verdict '" + want + "' of bench.json");
+            }
+    }
     for (const auto &r : b["rows"]) {
+        // The verdict follows from the ratio, the target and the baseline.
+        const std::string v = r.value("verdict", "");
+        const double target = r.value("target", 0.0);
+        const bool has_ratio = r["ratio"].is_number();
+        const std::string expect = has_ratio && r["ratio"].get<double>() > kBrokenAbove     ? "broken"
+                                   : target > 0 && (!has_ratio || r["ratio"].get<double>() < target) ? "missed"
+                                                                                                     : "";
+        if (!expect.empty() ? v != expect : (v != "ok" && v != "below baseline"))
+            p.add("bench.json: row '" + r.value("path", "") + "' has verdict '" + v + "', but its ratio, target and peak give '" +
+                  (expect.empty() ? "ok" : expect) + "'");
+        if (v == "below baseline" && !r.contains("baseline"))
+            p.add("bench.json: row '" + r.value("path", "") + "' is below a baseline it does not name");
         if (!r["ratio"].is_number()) continue;
         if (!r["figure"].is_number() || !r["peak"].is_number()) {
             p.add("bench.json: row '" + r.value("path", "") + "' has a ratio but no figure or peak");
@@ -392,6 +455,102 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
             p.add("bench.json: row '" + r.value("path", "") + "' has ratio " + std::to_string(ratio) +
                   ", but its figure and peak give " + std::to_string(want));
     }
+}
+
+// --jobs, --shard, merge, --rerun-failed, --repeat: what results.json says of
+// them agrees with itself (and with the parent, where it is on this machine).
+void check_fleet(const std::string &dir, const json &results, const json &env, Problems &p) {
+    const int repeat = results.value("repeat", 1);
+    for (const auto &r : results["requirements"]) {
+        const std::string id = r.value("id", ""), v = r.value("verdict", "");
+        if (!r.contains("runs")) continue;  // (a package of an xmc before --repeat)
+        const int runs = r.value("runs", -1), failed = r.value("failed_runs", -1);
+        const double rate = r.value("flake_rate", -1.0);
+        if (runs < 0 || failed < 0 || failed > runs)
+            p.add(id + ": " + std::to_string(failed) + " failed runs of " + std::to_string(runs) + " is not a count of runs");
+        else if (std::fabs(rate - (runs ? static_cast<double>(failed) / runs : 0.0)) > 1e-9)
+            p.add(id + ": flake rate " + std::to_string(rate) + " is not its failed runs / runs (" + std::to_string(failed) +
+                  "/" + std::to_string(runs) + ")");
+        if (failed > 0 && v != "failed" && v != "waived")
+            p.add(id + " failed " + std::to_string(failed) + " of its runs but is '" + v + "': any failing run fails it");
+        if (v == "passed" && runs == 0) p.add(id + " is 'passed' but its tests ran 0 times");
+        if (!r.value("taken_over", false) && !r["tests"].empty() && runs != repeat && !results.contains("shards"))
+            p.add(id + " ran " + std::to_string(runs) + " times, but the package was made with --repeat " + std::to_string(repeat));
+    }
+    // A shard: its share of the selection, exactly.
+    std::vector<std::string> selection;  // the catalogue rows of the package's filter and tier
+    for (const auto &row : catalogue())
+        if ((results.value("filter", "").empty() || fnmatch(results.value("filter", "").c_str(), row.id.c_str(), 0) == 0) &&
+            (results.value("tier", "").empty() || row.in_tier(results.value("tier", ""))))
+            selection.push_back(row.id);
+    std::set<std::string> have;
+    for (const auto &r : results["requirements"]) have.insert(r.value("id", ""));
+    if (results["shard"].is_object()) {
+        const int i = results["shard"].value("index", 0), n = results["shard"].value("count", 0);
+        if (n < 1 || i < 1 || i > n) p.add("results.json: shard " + std::to_string(i) + "/" + std::to_string(n) + " is not a share I/N");
+        else
+            for (size_t k = 0; k < selection.size(); ++k)
+                if ((static_cast<int>(k % n) == i - 1) != (have.count(selection[k]) > 0))
+                    p.add("results.json: shard " + std::to_string(i) + "/" + std::to_string(n) + (have.count(selection[k]) ? " holds " : " lacks ") +
+                          selection[k] + ", which is " + (have.count(selection[k]) ? "not " : "") + "in its share");
+    }
+    // A merge: its shards of one backend, suite and environment, each
+    // selected row in exactly one of them, and every row there.
+    if (results.contains("shards")) {
+        const json &shards = results["shards"];
+        std::map<std::string, int> in;
+        std::set<int> indices;
+        int count = -1;
+        const std::string backend = results["backend"].dump(), suite = results["suite"].dump(), devices = device_identity(env).dump();
+        for (const auto &s : shards) {
+            const std::string name = "shard " + std::to_string(s.value("index", 0)) + "/" + std::to_string(s.value("count", 0));
+            if (count >= 0 && s.value("count", 0) != count) p.add("results.json: the merged shards are not all of one N (" + name + ")");
+            count = s.value("count", 0);
+            if (!indices.insert(s.value("index", 0)).second) p.add("results.json: " + name + " is merged twice");
+            if (s["backend"].dump() != backend) p.add("results.json: merged " + name + " is of backend " + s["backend"].dump() + ", the package of " + backend);
+            if (s["suite"].dump() != suite) p.add("results.json: merged " + name + " was made by suite " + s["suite"].dump() + ", the package by " + suite);
+            if (s["devices"].dump() != devices) p.add("results.json: merged " + name + " ran on devices " + s["devices"].dump() + ", the package's environment has " + devices);
+            if (s.value("results_sha256", "").size() != 64) p.add("results.json: merged " + name + " has no results digest");
+            for (const auto &id : s.value("requirements", json::array())) {
+                if (in[id.get<std::string>()]++) p.add("results.json: the merged shards overlap: " + id.get<std::string>() + " is in two");
+                if (!have.count(id.get<std::string>())) p.add("results.json: merged " + name + " names " + id.get<std::string>() + ", which has no result");
+            }
+        }
+        for (const auto &id : have)
+            if (!in.count(id)) p.add("results.json: " + id + " is in no merged shard");
+        for (const auto &id : selection)
+            if (!have.count(id)) p.add("results.json: the merged shards leave a gap: " + id + " has no result");
+    }
+    // A rerun: its parent, and which requirements ran again.
+    if (results.contains("parent")) {
+        const json &parent = results["parent"];
+        std::set<std::string> rerun, kept;
+        for (const auto &id : parent.value("rerun", json::array())) rerun.insert(id.get<std::string>());
+        for (const auto &id : parent.value("taken_over", json::array())) kept.insert(id.get<std::string>());
+        for (const auto &r : results["requirements"]) {
+            const std::string id = r.value("id", "");
+            if (r.value("taken_over", false) != (kept.count(id) > 0) || r.value("rerun", false) != (rerun.count(id) > 0))
+                p.add(id + " is marked " + (r.value("taken_over", false) ? "taken over" : r.value("rerun", false) ? "rerun" : "neither taken over nor rerun") +
+                      ", but results.json's parent lists it " + (kept.count(id) ? "taken over" : rerun.count(id) ? "rerun" : "nowhere"));
+        }
+        if (parent.value("results_sha256", "").size() != 64) p.add("results.json: the parent's results digest is missing");
+        const std::string path = parent.value("path", "");
+        json pr;
+        std::string err;
+        if (!read_package_results(path, &pr, &err)) {
+            std::printf("xmc verify: note: the parent package %s is not on this machine; its digest is not checked\n", path.c_str());
+        } else if (sha256_file(path + "/results.json") != parent.value("results_sha256", "")) {
+            p.add("the parent package " + path + " is not the one this rerun names: its results.json's digest differs");
+        } else {
+            for (const auto &r : pr["requirements"]) {
+                const std::string id = r.value("id", "");
+                if ((r.value("verdict", "") == "failed") != (rerun.count(id) > 0))
+                    p.add(id + " was '" + r.value("verdict", "") + "' in the parent, so it should " +
+                          (r.value("verdict", "") == "failed" ? "" : "not ") + "have been rerun");
+            }
+        }
+    }
+    (void)dir;
 }
 
 void check_report(const std::string &dir, const std::string &summary_txt, Problems &p) {
@@ -485,6 +644,7 @@ int verify(const std::string &dir, bool require_qualified) {
     if (have_caps && have_env) check_capabilities(results, caps, env, p);
     if (read_text(dir + "/junit.xml", &junit)) check_junit(results, junit, p);
     if (have_env) check_environment(results, env, p);
+    if (have_env) check_fleet(dir, results, env, p);
     check_bench(dir, results, p);
     check_report(dir, summary_txt, p);
     if (require_qualified && have_mp) check_qualified(results, mp, p);

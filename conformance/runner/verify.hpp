@@ -17,8 +17,15 @@
 //              a capability is not declared; the library, where present, agrees
 //   junit      junit.xml parses (pugixml; else its reason and offset) and holds the
 //              same requirements, tests and outcomes, messages exactly (newlines too)
-//   environment  suite version and revision, OS, compiler, devices recorded
-//   bench      bench.json present exactly when --bench ran; ratios match figures
+//   environment  suite version and revision, OS, compiler, devices recorded; the
+//              CPU model and cores, huge pages, each device's PCI link and NUMA node
+//              (or why unknown)
+//   fleet      runs, failed runs and flake rates (--repeat) agree; a shard holds its
+//              share; a merge's shards are of one backend, suite and environment and
+//              cover the selection once; a rerun's marks match its parent's record
+//              (and the parent, where it is on this machine)
+//   bench      bench.json and bench.csv present exactly when --bench ran; ratios
+//              match figures; verdicts follow from ratio, target and peak
 //   report     report.html and report.md show the summary; their plots exist
 // --qualified also requires every must-pass requirement to have passed, been
 // waived, or be unsupported for a declared reason (no device, no driver).
