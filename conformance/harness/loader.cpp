@@ -124,6 +124,21 @@ const LoadedBackend *load_backend(const std::string &spec, std::string *error) {
     return (cache[spec] = std::move(lb)).get();
 }
 
+const LoadedBackend *load_reference(std::string *where) {
+    const std::string d = exe_dir();
+    std::string looked;
+    for (const std::string &dir : {d, d + "/../lib", d + "/../lib/xmc"}) {
+        const std::string p = dir + "/libxmc_backend_host.so";
+        looked += (looked.empty() ? "" : ", ") + p;
+        if (!is_file(p)) continue;
+        std::string error;
+        if (const LoadedBackend *b = load_backend(p, &error)) return b;
+        looked += " (" + error + ")";
+    }
+    if (where) *where = looked;
+    return nullptr;
+}
+
 std::vector<std::string> discover_backends() {
     std::set<std::string> names;
     for (const auto &d : backend_search_dirs()) {
