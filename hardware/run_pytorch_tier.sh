@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The PyTorch adapter on a real GPU (label gpu1): builds adapters/pytorch
+# against this machine's torch (the `python3` that imports it) unless an
+# adapter library is given, then qualifies it on pinning, PIN-*, twice: with
+# PyTorch's default pinned allocator (cudaHostAlloc) and with
+# PYTORCH_CUDA_ALLOC_CONF=pinned_use_cuda_host_register:True (malloc +
+# cudaHostRegister). The allocator's own known failures are waived, each with
+# its reason and a link (hardware/waivers-pytorch.tsv); anything else that
+# fails stays failed.
+#   run_pytorch_tier.sh <xmc> <out dir> [<libxmc_backend_pytorch.so>]
+# Writes <out>/pytorch (default mode) and <out>/pytorch_host_register, each a
+# qualification package (xmc verify accepts it), their logs, and
+# <out>/summary.txt (one line per mode). Exits 77 (ctest: skipped), saying
+# why, without a GPU or a CUDA build of torch; 1 when a mode failed a
+# requirement or passed none.
+set -uo pipefail
+xmc=$(readlink -f "$1") out=$2 adapter=${3:-}
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out" && out=$(cd "$out" && pwd)
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${gpus:-0}" -lt 1 ]; then
+  echo "gpu1 pytorch: skipped: needs 1 GPU, this machine has ${gpus:-0} (nvidia-smi)"
+  exit 77
+fi
+if ! python3 -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' 2>/dev/null; then
+  echo "gpu1 pytorch: skipped: python3 imports no torch built with CUDA"
+  exit 77
+fi
+unset XMC_CUDA_DRIVER  # the real libcuda.so.1, for the adapter and for the suite's lock checks
+if [ -z "$adapter" ]; then
+  gen=()
+  command -v ninja >/dev/null && gen=(-G Ninja)
+  cmake -S "$here/../adapters/pytorch" -B "$out/adapter-build" "${gen[@]}" -DCMAKE_BUILD_TYPE=Release \
+    > "$out/adapter-configure.log" 2>&1 || { cat "$out/adapter-configure.log"; echo "gpu1 pytorch: FAILED: the adapter does not configure"; exit 1; }
+  grep 'xmc: the PyTorch adapter' "$out/adapter-configure.log"
+  cmake --build "$out/adapter-build" > "$out/adapter-build.log" 2>&1 ||
+    { tail -40 "$out/adapter-build.log"; echo "gpu1 pytorch: FAILED: the adapter does not build"; exit 1; }
+  adapter=$out/adapter-build/libxmc_backend_pytorch.so
+  if [ ! -f "$adapter" ]; then
+    echo "gpu1 pytorch: FAILED: configure built no adapter (adapter-configure.log says why)"
+    exit 1
+  fi
+fi
+python3 -c 'import torch; print("gpu1 pytorch: torch", torch.__version__, "CUDA", torch.version.cuda, torch.cuda.get_device_name(0))'
+rc=0
+: > "$out/summary.txt"
+for mode in pytorch pytorch_host_register; do
+  conf=
+  [ "$mode" = pytorch_host_register ] && conf=pinned_use_cuda_host_register:True
+  echo "gpu1 pytorch: qualifying $mode (PYTORCH_CUDA_ALLOC_CONF=${conf:-unset})"
+  PYTORCH_CUDA_ALLOC_CONF=$conf "$xmc" qualify --backend "$adapter" --filter 'PIN-*' --timeout 120 \
+    --waivers "$here/waivers-pytorch.tsv" --out "$out/$mode" > "$out/$mode.log" 2>&1
+  r=$?
+  cat "$out/$mode.log"
+  line=$(grep '^xmc: tests:' "$out/$mode/summary.txt" 2>/dev/null)
+  echo "$mode: ${line:-no summary} (exit $r)" >> "$out/summary.txt"
+  passed=$(sed -n 's/.*passed:\([0-9]*\).*/\1/p' "$out/$mode/summary.txt" 2>/dev/null)
+  if [ "${passed:-0}" -eq 0 ]; then
+    echo "gpu1 pytorch: FAILED: $mode should run on this machine but passed no requirement"
+    rc=1
+  fi
+  [ "$r" -ne 0 ] && rc=1
+  "$xmc" verify "$out/$mode" >> "$out/$mode.log" 2>&1 || { echo "gpu1 pytorch: xmc verify refused the $mode package"; rc=1; }
+done
+cat "$out/summary.txt"
+exit $rc
