@@ -37,10 +37,12 @@
 //              above the minimum, a size that overflows when rounded up to a
 //              page (invalid argument). Every other size goes to PyTorch as
 //              it is: a size PyTorch refuses, or mishandles, is its own.
-//   errors     a c10::Error from PyTorch is refused out_of_memory when its
-//              message says out of memory, driver_error otherwise, with
-//              native code 0 (the cudaError_t does not survive the throw)
-//              and PyTorch's message.
+//   errors     a c10::Error from PyTorch is refused out_of_memory when it is
+//              a c10::OutOfMemoryError, carries cudaErrorMemoryAllocation
+//              or its message says out of memory, driver_error otherwise,
+//              with PyTorch's message. The native code is the cudaError_t a
+//              c10::AcceleratorError carries (what C10_CUDA_CHECK throws,
+//              where torch has it: XMC_TORCH_HAS_ACCELERATOR_ERROR), else 0.
 //   close      the last open instance drops every block still handed out,
 //              then empties the allocator's cache (PIN-CLOSE), and reports
 //              how many blocks it dropped.
@@ -332,8 +334,14 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
         data = a->allocate(bytes);
     } catch (const c10::Error &e) {
         const char *msg = e.what_without_backtrace();
-        const bool oom = std::strstr(msg, "out of memory") != nullptr;
-        return fail(inst, oom ? XMC_ERR_OUT_OF_MEMORY : XMC_ERR_DRIVER, 0, "pin_alloc",
+        int64_t native = 0;
+#if XMC_TORCH_HAS_ACCELERATOR_ERROR
+        if (const auto *acc = dynamic_cast<const c10::AcceleratorError *>(&e)) native = acc->get_error_code();
+#endif
+        constexpr int64_t kCudaErrorMemoryAllocation = 2;
+        const bool oom = dynamic_cast<const c10::OutOfMemoryError *>(&e) != nullptr ||
+                         native == kCudaErrorMemoryAllocation || std::strstr(msg, "out of memory") != nullptr;
+        return fail(inst, oom ? XMC_ERR_OUT_OF_MEMORY : XMC_ERR_DRIVER, native, "pin_alloc",
                     "pin_alloc: at::getHostAllocator(kCUDA)->allocate(%zu) threw: %.300s", bytes, msg);
     }
     if (!data.get())
