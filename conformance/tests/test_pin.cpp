@@ -61,7 +61,7 @@ TEST_P(PinTest, PIN_ALLOC_ReturnsAlignedLockedBlockOfAtLeastN) {
 
 TEST_P(PinTest, PIN_ALLOC_RefusesZeroSize) {
     xmc_pin_result r{};
-    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, 0, 64, XMC_NO_DEVICE, &r), "pin_alloc");
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, 0, 1, XMC_NO_DEVICE, &r), "pin_alloc");
     EXPECT_EQ(stats().bytes_now, baseline_.bytes_now);
 }
 
@@ -100,11 +100,11 @@ TEST_P(HostileTest, PIN_ALLOC_HostileSizesRefusedWithNothingChanged) {
     }
     // A NULL result: refused before anything is allocated (the block could
     // never be freed).
-    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, page, 64, XMC_NO_DEVICE, nullptr), "pin_alloc");
+    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_alloc(inst, page, 1, XMC_NO_DEVICE, nullptr), "pin_alloc");
     EXPECT_TRUE(pins() == before) << "pin_alloc with a NULL result leaked a block";
     // Huge but representable: the memory is not there (or may not be locked).
     r = xmc_pin_result{};
-    const xmc_status huge = api->pin_alloc(inst, size_t{1} << 50, 64, XMC_NO_DEVICE, &r);
+    const xmc_status huge = api->pin_alloc(inst, size_t{1} << 50, 1, XMC_NO_DEVICE, &r);
     EXPECT_TRUE(huge == XMC_ERR_OUT_OF_MEMORY || huge == XMC_ERR_MEMLOCK)
         << "pin_alloc of 1 PiB: expected out_of_memory or memlock_limit, got " << xmc_status_string(huge) << " "
         << last_error();
@@ -124,7 +124,7 @@ TEST_P(HostileTest, PIN_ALLOC_HostileSizesRefusedWithNothingChanged) {
         if (dev >= 0 && devices == 0 && has(XMC_CAP_PIN_REGISTER)) {
             // No driver: a device it cannot tell from one it cannot reach.
             // Lock-only, and the result says so (PIN-DEVICE), or refused.
-            const xmc_status st = api->pin_alloc(inst, page, 64, dev, &r);
+            const xmc_status st = api->pin_alloc(inst, page, 1, dev, &r);
             if (st == XMC_OK) {
                 EXPECT_NE(r.reg_status, XMC_OK) << "device " << dev << " registered with no device present";
                 EXPECT_EQ(api->pin_free(inst, r.base), XMC_OK) << last_error();
@@ -139,12 +139,12 @@ TEST_P(HostileTest, PIN_ALLOC_HostileSizesRefusedWithNothingChanged) {
             }
             continue;
         }
-        XMC_EXPECT_REFUSED(want, api->pin_alloc(inst, page, 64, dev, &r), "pin_alloc") << "device " << dev;
+        XMC_EXPECT_REFUSED(want, api->pin_alloc(inst, page, 1, dev, &r), "pin_alloc") << "device " << dev;
         EXPECT_TRUE(pins() == before) << "pin_alloc for device " << dev << " changed pin_stats";
     }
     expect_dead_instances_refused("pin_alloc", [&](xmc_instance *i) {
         xmc_pin_result rr{};
-        return api->pin_alloc(i, page, 64, XMC_NO_DEVICE, &rr);
+        return api->pin_alloc(i, page, 1, XMC_NO_DEVICE, &rr);
     });
     EXPECT_TRUE(pins() == before);
 }
@@ -186,7 +186,7 @@ TEST_P(PinTest, PIN_QUERY_StatefulSequencesAgreeWithModel) {
 
 TEST_P(HostileTest, PIN_QUERY_HostileArgumentsAnsweredOrRefused) {
     xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r));
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 1, XMC_NO_DEVICE, &r));
     const xmc_pin_stats before = pins();
     XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, api->pin_query(inst, r.base, 1, nullptr), "pin_query");
     // Extents that wrap the address space or leave the block are answered "not pinned".
@@ -255,7 +255,7 @@ TEST_P(PinTest, PIN_FREE_RefusesSecondFree) {
 
 TEST_P(HostileTest, PIN_FREE_HostileAddressesRefusedWithNothingChanged) {
     xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 64, XMC_NO_DEVICE, &r));
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 1, XMC_NO_DEVICE, &r));
     char *base = static_cast<char *>(r.base);
     const xmc_pin_stats before = pins();
     char local = 0;
@@ -319,7 +319,7 @@ TEST_P(PinTest, PIN_MEMLOCK_LimitGivesMemlockStatusNoLeakNoAbort) {
         const size_t heap_before = heap_bytes_in_use();
         xmc_pin_result r{};
         const size_t n = 256 * page_size();  // 16 times the limit
-        xmc_status st = api->pin_alloc(inst, n, 64, XMC_NO_DEVICE, &r);
+        xmc_status st = api->pin_alloc(inst, n, 1, XMC_NO_DEVICE, &r);
         const size_t heap_after = heap_bytes_in_use();
         api->pin_stats(inst, &after);
         xmc_error_info e{};
@@ -333,7 +333,7 @@ TEST_P(PinTest, PIN_MEMLOCK_LimitGivesMemlockStatusNoLeakNoAbort) {
         if (heap_after > heap_before + 16 * 1024)
             return "the failed allocation leaked " + std::to_string(heap_after - heap_before) + " bytes of heap";
         // Under the limit, pinning still works.
-        st = api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r);
+        st = api->pin_alloc(inst, page_size(), 1, XMC_NO_DEVICE, &r);
         if (st != XMC_OK) return std::string("a block under the limit failed: ") + xmc_status_string(st);
         api->pin_free(inst, r.base);
         return "";
@@ -422,7 +422,7 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
             if (kind == 0 || nblocks == 0) {
                 const size_t n = 1 + rng() % (2 * page_size());
                 xmc_pin_result r{};
-                xmc_status st = api->pin_alloc(inst, n, 64, XMC_NO_DEVICE, &r);
+                xmc_status st = api->pin_alloc(inst, n, 1, XMC_NO_DEVICE, &r);
                 if (st != model.alloc(n, 64)) fail("alloc status " + std::string(xmc_status_string(st)));
                 mine.push_back(r);
             } else if (kind == 1) {
@@ -510,7 +510,7 @@ TEST_P(PinTest, PIN_REFS_ReleaseThroughRecordedBaseAfterPointerMoved) {
 
 TEST_P(HostileTest, PIN_REFS_HostileAddressesRefusedWithNothingChanged) {
     xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 64, XMC_NO_DEVICE, &r));
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, page_size(), 1, XMC_NO_DEVICE, &r));
     const xmc_pin_stats before = pins();
     char local = 0;
     for (const void *addr : {static_cast<const void *>(nullptr), static_cast<const void *>(&local),
@@ -538,7 +538,7 @@ TEST_P(PinDeviceTest, PIN_DEVICE_EveryDeviceRegistersItsBlockOrSaysWhy) {
     XMC_SKIP_IF_LOCKS_UNOBSERVABLE();  // checks the block stays locked, which sanitizers (or no driver) hide
     for (int32_t d = 0; d < devices_; ++d) {
         xmc_pin_result r{};
-        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 64, d, &r));
+        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 3 * page_size(), 1, d, &r));
         EXPECT_TRUE(pinned_state(api, r.base, r.size).all_locked);
         if (r.registered) {
             EXPECT_EQ(r.reg_status, XMC_OK);
@@ -564,7 +564,7 @@ TEST_P(PinDeviceTest, PIN_DEVICE_DriverRejectionDegradesToLockOnlyWithItsCode) {
     const xmc_pin_stats before = stats();
     ASSERT_EQ(control_->set_faults(control_->reject_register), 0);
     xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 1, 0, &r));
     ASSERT_EQ(control_->set_faults(""), 0);
     EXPECT_EQ(r.registered, 0);
     EXPECT_EQ(r.reg_status, XMC_ERR_DRIVER) << "the degradation does not say the driver refused";
@@ -579,7 +579,7 @@ TEST_P(PinDeviceTest, PIN_DEVICE_NonIdentityRegistrationDegradesToLockOnly) {
     XMC_REQUIRE_FAULTS();
     ASSERT_EQ(control_->set_faults(control_->nonidentity_register), 0);
     xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 1, 0, &r));
     ASSERT_EQ(control_->set_faults(""), 0);
     EXPECT_EQ(r.registered, 0);
     EXPECT_EQ(r.reg_status, XMC_ERR_NON_IDENTITY);
@@ -592,7 +592,7 @@ TEST_P(PinDeviceTest, PIN_DEVICE_FailedDriverReleaseKeepsTheBlock) {
     XMC_SKIP_IF_LOCKS_UNOBSERVABLE();  // checks the block stays locked, which sanitizers (or no driver) hide
     XMC_REQUIRE_FAULTS();
     xmc_pin_result r{};
-    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+    XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 1, 0, &r));
     ASSERT_EQ(r.registered, 1) << "device 0 did not register the block";
     const xmc_pin_stats before = stats();
     ASSERT_EQ(control_->set_faults(control_->fail_next_unregister), 0);
@@ -615,8 +615,8 @@ TEST_P(PinDeviceTest, PIN_DEVICE_FailedDriverReleaseKeepsTheBlock) {
 TEST_P(PinDeviceTest, PIN_DEVICE_RefusesDeviceOutOfRangeAndChangesNothing) {
     const xmc_pin_stats before = stats();
     xmc_pin_result r{};
-    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 64, devices_, &r), "pin_alloc");
-    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 64, -7, &r), "pin_alloc");
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 1, devices_, &r), "pin_alloc");
+    XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->pin_alloc(inst, page_size(), 1, -7, &r), "pin_alloc");
     EXPECT_EQ(stats().bytes_now, before.bytes_now);
     EXPECT_EQ(stats().blocks_now, before.blocks_now);
 }
@@ -629,7 +629,7 @@ void pin_scenario(Run &r) {
         const std::string dev = " dev " + std::to_string(d);
         r.step("pin_alloc" + dev);
         xmc_pin_result res{};
-        const xmc_status st = r.api->pin_alloc(r.inst, n, 64, d, &res);
+        const xmc_status st = r.api->pin_alloc(r.inst, n, 1, d, &res);
         if (!r.ok(st, "pin_alloc")) {
             r.problem("PIN-DEVICE: when registration fails the allocation still succeeds, lock-only");
             continue;
