@@ -25,10 +25,13 @@
 //              page-locked, and a range it does not hold is not pinned.
 //   refs       counted here (pin_ref/pin_unref); the DataPtr goes with the
 //              last reference, as with pin_free.
-//   accounting bytes_now sums the sizes this adapter reports: the bytes
-//              asked for. (The allocator rounds a block up to a power of
-//              two; that size is its own, not reported, so nobody writes
-//              past what was asked.)
+//   size       the block's size is what the allocator pins for the request:
+//              the bytes asked rounded up to a power of two (its
+//              CachingHostAllocatorImpl::allocate rounds with
+//              c10::llvm::PowerOf2Ceil and pins that much), so that the
+//              suite's lock checks see every byte the block holds pinned;
+//              bytes_now sums these sizes. (Above 2^63, where that rounding
+//              wraps, the bytes asked.)
 //   alignment  the allocator takes none, and documents none beyond malloc's:
 //              pin_min_alignment is alignof(std::max_align_t), and a larger
 //              alignment is refused as an invalid argument, never weakened.
@@ -47,7 +50,9 @@
 //              then empties the allocator's cache (PIN-CLOSE), and reports
 //              how many blocks it dropped.
 //   devices    from the CUDA driver (cuDeviceGetCount, cuDeviceGetUuid,
-//              cuDeviceGetName, cuDeviceTotalMem), loaded as libcuda.so.1.
+//              cuDeviceGetName, cuDeviceTotalMem), loaded as libcuda.so.1,
+//              or $XMC_CUDA_DRIVER as the CUDA backend and the suite load it
+//              (PyTorch itself always uses libcuda.so.1).
 //   name       "pytorch", or "pytorch_host_register" in the cudaHostRegister
 //              mode (a package and a waiver say which mode they are about).
 //
@@ -116,9 +121,11 @@ struct Driver {
     static Driver &get_driver() {
         static Driver d = [] {
             Driver r;
-            void *h = dlopen("libcuda.so.1", RTLD_NOW);
+            const char *env = std::getenv("XMC_CUDA_DRIVER");
+            const std::string lib = env && *env ? env : "libcuda.so.1";
+            void *h = dlopen(lib.c_str(), RTLD_NOW);
             if (!h) {
-                r.why = std::string("libcuda.so.1 cannot be loaded: ") + dlerror();
+                r.why = lib + " cannot be loaded: " + dlerror();
                 return r;
             }
             auto sym = [h](const char *a, const char *b) {
@@ -138,7 +145,7 @@ struct Driver {
             r.host_flags = reinterpret_cast<int (*)(unsigned *, void *)>(sym("cuMemHostGetFlags", "cuMemHostGetFlags"));
             if (!r.init || !r.count || !r.get || !r.uuid || !r.name || !r.total || !r.retain || !r.release || !r.push ||
                 !r.pop || !r.host_flags)
-                r.why = "libcuda.so.1 lacks an entry point the adapter needs";
+                r.why = lib + " lacks an entry point the adapter needs";
             else if (int rc = r.init(0); rc != 0)
                 r.why = "cuInit failed with " + std::to_string(rc);
             return r;
@@ -200,6 +207,15 @@ at::HostAllocator *allocator(xmc_instance *inst, const char *call, xmc_status *s
                    e.what_without_backtrace());
     }
     return nullptr;
+}
+
+// What PyTorch's allocator pins for `bytes`: the next power of two (its
+// PowerOf2Ceil), or `bytes` where that does not fit in a size_t.
+size_t pinned_size(size_t bytes) {
+    if (bytes > (SIZE_MAX >> 1) + 1) return bytes;
+    size_t p = 1;
+    while (p < bytes) p <<= 1;
+    return p;
 }
 
 std::map<uintptr_t, Block>::iterator containing(State &s, uintptr_t a) {
@@ -348,6 +364,7 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
         return fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, "pin_alloc",
                     "pin_alloc: at::getHostAllocator(kCUDA)->allocate(%zu) returned no memory", bytes);
     const auto base = reinterpret_cast<uintptr_t>(data.get());
+    const size_t size = pinned_size(bytes);
     State &s = state();
     std::lock_guard<std::mutex> lock(s.mu);
     // A base already handed out means PyTorch gave one block to two owners:
@@ -356,15 +373,15 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     auto [it, fresh] = s.live.try_emplace(base);
     if (fresh) {
         it->second.data = std::move(data);
-        it->second.size = bytes;
-        s.bytes_now += bytes;
+        it->second.size = size;
+        s.bytes_now += size;
         if (s.bytes_now > s.bytes_peak) s.bytes_peak = s.bytes_now;
     } else {
         data.release_context();  // PyTorch's block is the earlier owner's; never freed twice from here
     }
     *out = xmc_pin_result{};
     out->base = reinterpret_cast<void *>(base);
-    out->size = bytes;
+    out->size = fresh ? size : it->second.size;
     return XMC_OK;
 }
 
