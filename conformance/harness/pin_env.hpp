@@ -183,7 +183,16 @@ protected:
     }
     // PIN-KINDS: locked by the backend's method.
     bool locked(const void *p, size_t n) { return pinned_state(api, p, n).all_locked; }
-    bool any_locked(const void *p, size_t n) { return pinned_state(api, p, n).any_locked; }
+    // Whether a page wholly inside [p, p+n) is locked. Locks are by page: a
+    // page a block shares with a neighbour (a backend whose minimum alignment
+    // is below a page) may be locked for the neighbour. A page-aligned block
+    // of whole pages (the in-tree backends') is checked whole.
+    bool any_locked(const void *p, size_t n) {
+        const uintptr_t pg = page_size(), a = reinterpret_cast<uintptr_t>(p);
+        const uintptr_t first = (a + pg - 1) / pg * pg, end = (a + n) / pg * pg;
+        if (end <= first) return false;
+        return pinned_state(api, reinterpret_cast<const void *>(first), end - first).any_locked;
+    }
 
     xmc_pin_stats baseline_{};
     size_t min_align_ = 0;  // PIN-KINDS: the declared minimum alignment
