@@ -27,6 +27,29 @@ if ! python3 -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' 2>
   exit 77
 fi
 unset XMC_CUDA_DRIVER  # the real libcuda.so.1, for the adapter and for the suite's lock checks
+# Without cmake (a GPU machine with PyTorch but no build tools beyond a C++
+# compiler): the adapter is one file, compiled as adapters/pytorch/CMakeLists.txt
+# would, against the same torch.
+build_without_cmake() {
+  local torch abi cxx=${CXX:-c++} src=$here/../adapters/pytorch/pytorch_backend.cpp
+  torch=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))') || return 1
+  abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))') || return 1
+  mkdir -p "$out/adapter-build"
+  local flags=(-std=c++20 -O2 -shared -fPIC -fvisibility=hidden -D_GLIBCXX_USE_CXX11_ABI="$abi" -I"$here/../include"
+               -isystem "$torch/include" -isystem "$torch/include/torch/csrc/api/include")
+  local libs=(-L"$torch/lib" -Wl,--no-as-needed -ltorch_cuda -Wl,--as-needed -ltorch_cpu -lc10 -ldl
+              -Wl,-rpath,"$torch/lib")
+  # The cudaError_t carrier where this torch has it (CMakeLists.txt probes the same).
+  "$cxx" "${flags[@]}" -DXMC_TORCH_HAS_ACCELERATOR_ERROR=1 "$src" "${libs[@]}" \
+      -o "$out/adapter-build/libxmc_backend_pytorch.so" > "$out/adapter-build.log" 2>&1 ||
+    "$cxx" "${flags[@]}" "$src" "${libs[@]}" -o "$out/adapter-build/libxmc_backend_pytorch.so" \
+      >> "$out/adapter-build.log" 2>&1
+}
+if [ -z "$adapter" ] && ! command -v cmake >/dev/null; then
+  echo "gpu1 pytorch: no cmake here: compiling the adapter with ${CXX:-c++} directly"
+  build_without_cmake || { tail -40 "$out/adapter-build.log"; echo "gpu1 pytorch: FAILED: the adapter does not build"; exit 1; }
+  adapter=$out/adapter-build/libxmc_backend_pytorch.so
+fi
 if [ -z "$adapter" ]; then
   gen=()
   command -v ninja >/dev/null && gen=(-G Ninja)
