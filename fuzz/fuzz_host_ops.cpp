@@ -157,6 +157,8 @@ struct Run {
         const xmc_status got = api.pin_alloc(P.inst, bytes, align, XMC_NO_DEVICE, &r);
         if (got != XMC_OK) {
             if (!valid) return expect_status("pin_alloc", got, XMC_ERR_INVALID_ARGUMENT);
+            // PIN-KINDS: an alignment the backend cannot honour is refused as invalid, never weakened.
+            if (align > (size_t{1} << 30) && got == XMC_ERR_INVALID_ARGUMENT) return;
             if (align >= (size_t{1} << 40) && (got == XMC_ERR_OUT_OF_MEMORY || got == XMC_ERR_MEMLOCK)) return;
             finding("pin_alloc(" + std::to_string(bytes) + ", " + std::to_string(align) + ") refused: " + st(got));
         }

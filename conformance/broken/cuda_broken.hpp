@@ -143,12 +143,56 @@ inline xmc_status own_reg_query(xmc_instance *inst, const void *addr, xmc_reg_in
     return XMC_OK;
 }
 
+// REG-CLOSE: the reference's close, after (for the last open instance) the
+// release of every registration this file's registry still holds, in its
+// context, as reference/cuda/register.cpp's reg_release_all does for the
+// reference's own; counted in the report.
+inline xmc_status own_close_report(xmc_instance *inst, xmc_close_report *out) {
+    using namespace xmc::cuda;
+    Driver &d = Driver::get();
+    bool last = false;
+    {
+        std::lock_guard<std::mutex> dl(d.mu);
+        last = d.instances == 1;
+    }
+    uint64_t released = 0;
+    if (last) {
+        Registry &r = registry();
+        std::lock_guard<std::mutex> lock(r.mu);
+        while (!r.ranges.empty()) {
+            auto it = r.ranges.begin();
+            void *base = reinterpret_cast<void *>(it->first);
+            CUresult res = CUDA_SUCCESS;
+            {
+                CtxScope scope(d, it->second.ctx);
+                res = scope.result();
+                if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+            }
+            if (res != CUDA_SUCCESS)
+                return be::fail(inst, XMC_ERR_DRIVER, res, "close", "close: cuMemHostUnregister(%p) failed with %d", base,
+                                static_cast<int>(res));
+            r.ranges.erase(it);
+            std::lock_guard<std::mutex> dl(d.mu);
+            --d.registrations;
+            ++released;
+        }
+    }
+    xmc_close_report report{};
+    const xmc_status st = reference()->close_report(inst, &report);
+    report.registrations += released;
+    if (st == XMC_OK && out) *out = report;
+    return st;
+}
+inline xmc_status own_close(xmc_instance *inst) { return own_close_report(inst, nullptr); }
+
 // The three registration entries from here instead of the reference's (a
-// bug then replaces one of them).
+// bug then replaces one of them), and the close that releases them.
 inline void own_registrations(xmc_backend &t) {
     t.reg_register = own_reg_register;
     t.reg_unregister = own_reg_unregister;
     t.reg_query = own_reg_query;
+    t.close_report = own_close_report;
+    t.close = own_close;
 }
 
 } // namespace xmc::broken_cuda

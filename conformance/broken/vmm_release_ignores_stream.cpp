@@ -33,17 +33,19 @@ static xmc_status release_batch(xmc_instance *inst, xmc_slot *const *slots, size
                                 xmc_request **out) {
     return host()->slot_release_batch(inst, slots, n, s ? own_stream(inst) : s, out);
 }
-static xmc_status close(xmc_instance *inst) {
+static xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     {
         std::lock_guard<std::mutex> lock(mu);
         own.erase(inst);  // the instance's streams go with it
     }
-    return host()->close(inst);
+    return host()->close_report(inst, out);
 }
+static xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
 void plant(xmc_backend &t) {
     t.slot_release = release;
     t.slot_release_batch = release_batch;
     t.close = close;
+    t.close_report = close_report;
 }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_release_ignores_stream")

@@ -42,8 +42,8 @@ static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int
 
 // Not the bug: the shared context goes when nothing needs it, so the suite's
 // leak checks see only what the bug itself breaks.
-static xmc_status close(xmc_instance *inst) {
-    const xmc_status st = reference()->close(inst);
+static xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
+    const xmc_status st = reference()->close_report(inst, out);
     Driver &d = Driver::get();
     std::lock_guard<std::mutex> dl(d.mu);
     std::lock_guard<std::mutex> lock(mu);
@@ -52,9 +52,12 @@ static xmc_status close(xmc_instance *inst) {
     return st;
 }
 
+static xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
+
 void plant(xmc_backend &t) {
     t.reg_register = reg_register;
     t.close = close;
+    t.close_report = close_report;
 }
 } // namespace xmc::broken_ze
 XMC_BROKEN_ZE_BACKEND("broken_ze_shared_context")

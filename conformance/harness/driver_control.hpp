@@ -25,6 +25,11 @@ struct DriverControl {
     const char *unsupported_register = nullptr;   // registration not supported by the device
     int64_t reject_register_code = 0;             // the native code the first script injects
     int64_t fail_unregister_code = 0;             // ... and the second
+    // PIN-FAIL-CLEAN builds its exhaust: and size_limit: rules from these: the
+    // entry that registers (pins) host memory and the name of
+    // reject_register_code.
+    const char *register_entry = nullptr;
+    const char *register_refusal = nullptr;
 
     std::string ledger_text() const;
     // Live objects other than contexts: what a failed or undone call must not

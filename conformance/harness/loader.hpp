@@ -26,6 +26,14 @@ std::vector<std::string> backend_search_dirs();
 // returns nullptr and says why in *error.
 const LoadedBackend *load_backend(const std::string &name_or_path, std::string *error);
 
+// The suite's own host reference (libxmc_backend_host.so), which a failing
+// stateful sequence is replayed on (SPEC 6): looked for where the runner
+// itself is installed or built (the executable's directory, ../lib,
+// ../lib/xmc), never on $XMC_BACKEND_PATH, so another library named "host"
+// cannot stand in for it. nullptr when it is not there, with the places
+// looked in (and why a library found there did not load) in *where.
+const LoadedBackend *load_reference(std::string *where);
+
 // Every libxmc_backend_*.so in the search directories.
 std::vector<std::string> discover_backends();
 

@@ -3,8 +3,13 @@
 // failure the report names the backend, the seed and the RC_PARAMS string
 // that reproduces it, and replays the minimal sequence against the host
 // reference backend: if the host passes it, the backend broke the contract;
-// if the host fails it too, the suite or the model is at fault.
+// if the host fails it too, the suite or the model is at fault. The host is
+// the runner's own (load_reference); where it is not installed beside xmc
+// (a runner carried to another machine alone), or cannot run what the
+// sequence needs, the report says "no verdict" and why, and never guesses.
 #pragma once
+#include "loader.hpp"
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
@@ -21,10 +26,12 @@ std::string rc_reproduce_string(const std::string &id, const rc::detail::Reprodu
 uint64_t rc_seed();
 constexpr const char *kHostReference = "host";
 
+// `no_replay`: why the host reference cannot replay this property's
+// sequences (it lacks a capability they rely on), or "" when it can.
 template <class Model, class Sut, class GenFunc>
 void check_stateful(const std::string &backend, const Model &initial,
                     const std::function<std::unique_ptr<Sut>(const std::string &)> &make_sut,
-                    GenFunc gen) {
+                    GenFunc gen, const std::string &no_replay = "") {
     using Cmds = rc::state::Commands<rc::state::Command<Model, Sut>>;
     const auto *info = ::testing::UnitTest::GetInstance()->current_test_info();
     rc::detail::TestMetadata meta;
@@ -55,21 +62,32 @@ void check_stateful(const std::string &backend, const Model &initial,
     }
     if (!last_failing.empty()) {
         os << "replay of the minimal sequence (" << last_failing.size() << " commands) on the host reference: ";
-        auto host = make_sut(kHostReference);
-        bool host_ok = host != nullptr;
-        if (host_ok) {
-            try {
-                rc::state::runAll(last_failing, initial, *host);
-            } catch (...) {
-                host_ok = false;
-            }
-        }
-        if (backend == kHostReference)
+        std::string where;
+        const LoadedBackend *ref = backend == kHostReference ? nullptr : load_reference(&where);
+        if (backend == kHostReference) {
             os << "the failing backend is the host reference itself: a defect of the reference, the suite or the model";
-        else if (host_ok)
-            os << "host passes -> verdict: contract violation by backend '" << backend << "'";
-        else
-            os << "host fails too -> verdict: defect of the suite or the model, not of backend '" << backend << "'";
+        } else if (!ref) {
+            os << "no verdict: reference not found (looked for " << where << ")";
+        } else if (!no_replay.empty()) {
+            os << "no verdict: " << no_replay;
+        } else {
+            auto host = make_sut(ref->path);
+            bool host_ok = host != nullptr;
+            if (host_ok) {
+                try {
+                    rc::state::runAll(last_failing, initial, *host);
+                } catch (...) {
+                    host_ok = false;
+                }
+            }
+            if (!host)
+                os << "no verdict: the host reference " << ref->path << " did not open";
+            else if (host_ok)
+                os << "host passes -> verdict: contract violation by backend '" << backend << "'";
+            else
+                os << "host fails too -> verdict: defect of the suite or the model, not of backend '" << backend << "'";
+        }
+        os << "\n";
     }
     ADD_FAILURE() << os.str();
 }

@@ -483,11 +483,12 @@ protected:
     std::string replay_on_host(const Case &c, const RankCheck &check) {
         if (std::string(api->name) == kHostReference)
             return "the failing backend is the host reference itself: a defect of the reference, the suite or the model";
-        std::string error;
-        const LoadedBackend *host = load_backend(kHostReference, &error);
+        std::string where;
+        const LoadedBackend *host = load_reference(&where);  // the runner's own, never a guess (stateful.hpp)
+        if (!host) return "no verdict: reference not found (looked for " + where + ")";
         xmc_instance *hi = nullptr;
         xmc_open_params params{sizeof(xmc_open_params), nullptr};
-        if (!host || host->api->open(&params, &hi) != XMC_OK) return "cannot open the host reference: " + error;
+        if (host->api->open(&params, &hi) != XMC_OK) return "no verdict: the host reference " + host->path + " did not open";
         const bool host_ok = run_on(host->api, hi, c, {}, check).empty();
         host->api->close(hi);
         return host_ok ? "host passes -> verdict: contract violation by backend '" + std::string(api->name) + "'"

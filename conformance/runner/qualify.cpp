@@ -606,6 +606,16 @@ int qualify(const QualifyOptions &opts) {
             if (t.status == "passed" || t.status == "skipped") continue;
             std::printf("  %s [%s]\n    %s\n", t.name.c_str(), t.status.c_str(),
                         t.message.substr(0, 2000).c_str());
+            // A stateful property's replay on the host reference (SPEC 6): its
+            // verdict, or why there is none, whatever the message's length.
+            const std::string replay = "on the host reference: ";
+            const size_t at = t.message.find("replay of the minimal");
+            const size_t from = at == std::string::npos ? at : t.message.find(replay, at);
+            if (from != std::string::npos) {
+                const size_t begin = from + replay.size();
+                std::printf("    replay on the host reference: %s\n",
+                            t.message.substr(begin, t.message.find('\n', begin) - begin).c_str());
+            }
         }
         if (!v.reproduce.empty()) std::printf("  reproduce: %s\n", v.reproduce.c_str());
     }

@@ -5,6 +5,7 @@
 #pragma once
 #include "fixture.hpp"
 #include "loader.hpp"
+#include "pin_env.hpp"
 #include "pin_model.hpp"
 #include "stateful.hpp"
 
@@ -26,6 +27,7 @@ struct PinSut {
     xmc_instance *inst = nullptr;
     std::vector<xmc_pin_result> blocks;
     xmc_pin_stats baseline{};
+    xmc_pin_pool_stats baseline_pool{};  // PIN-POOL: what the pool held before
     alignas(64) char unknown[256] = {};  // memory no backend ever pinned
 
     const char *resolve(const PinAddr &a) const {
@@ -94,12 +96,28 @@ inline bool known(const PinModel &m, const PinAddr &a) {
            (a.block < static_cast<int>(m.blocks().size()) && m.blocks()[a.block].live && a.anchor == PinAddr::Base);
 }
 
+// PIN-POOL: a new block's real range overlaps no live block's: a block is
+// never handed to two owners at once (whether or not it came from a pool).
+inline bool overlaps_a_live_block(const PinModel &m, const PinSut &s, const xmc_pin_result &r) {
+    const auto a = reinterpret_cast<uintptr_t>(r.base);
+    for (size_t i = 0; i < m.blocks().size() && i < s.blocks.size(); ++i) {
+        if (!m.blocks()[i].live) continue;
+        const auto b = reinterpret_cast<uintptr_t>(s.blocks[i].base);
+        if (a < b + s.blocks[i].size && b < a + r.size) return true;
+    }
+    return false;
+}
+
 struct Alloc : PinCmd {
     size_t bytes, align;
-    explicit Alloc(const PinModel &)
+    // PIN-KINDS: alignments up to the declared minimum, which every backend
+    // honours (above it a backend may refuse: the fixed tests check those),
+    // and invalid ones.
+    explicit Alloc(const PinModel &m)
         : bytes(*rc::gen::weightedOneOf<size_t>({{1, rc::gen::just<size_t>(0)},
                                                  {8, rc::gen::inRange<size_t>(1, 3 * 4096 + 17)}})),
-          align(*rc::gen::element<size_t>(1, 8, 4096, 8192, 3, 0)) {}
+          align(*rc::gen::element<size_t>(1, 8, std::min<size_t>(64, m.rules().min_alignment),
+                                          m.rules().min_alignment, 3, 0)) {}
     void apply(PinModel &m) const override { m.alloc(bytes, align); }
     void run(const PinModel &m, PinSut &s) const override {
         PinModel next = m;
@@ -110,10 +128,45 @@ struct Alloc : PinCmd {
         if (got != XMC_OK) return;
         RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) != 0u);
         RC_ASSERT(r.size >= bytes);
-        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) % align == 0);
+        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) % std::max(align, m.rules().min_alignment) == 0);
+        RC_ASSERT(!overlaps_a_live_block(m, s, r));
         s.blocks.push_back(r);
     }
     void show(std::ostream &os) const override { os << "alloc(" << bytes << ", align " << align << ")"; }
+};
+
+// PIN-FAIL-CLEAN: a size near the top of the address space is refused with
+// its own status, returns no block, and changes neither pin_stats nor the
+// pool; the next Alloc (which the model says succeeds) sees anything else.
+struct AllocHuge : PinCmd {
+    size_t bytes;
+    explicit AllocHuge(const PinModel &)
+        : bytes(*rc::gen::element<size_t>(SIZE_MAX, (size_t{1} << 63) + 1, size_t{1} << 63, size_t{1} << 62,
+                                          size_t{1} << 50)) {}
+    void apply(PinModel &m) const override { m.alloc(bytes, 1); }
+    void run(const PinModel &m, PinSut &s) const override {
+        PinModel next = m;
+        const xmc_status want = next.alloc(bytes, 1);
+        xmc_pin_stats before{}, after{};
+        xmc_pin_pool_stats pool_before{}, pool_after{};
+        RC_ASSERT(s.api->pin_stats(s.inst, &before) == XMC_OK);
+        if (m.rules().pool) RC_ASSERT(s.api->pin_pool_stats(s.inst, &pool_before) == XMC_OK);
+        xmc_pin_result r{};
+        const xmc_status got = s.api->pin_alloc(s.inst, bytes, 1, XMC_NO_DEVICE, &r);
+        RC_ASSERT(PinModel::refusal_matches(want, got));
+        RC_ASSERT(reinterpret_cast<uintptr_t>(r.base) == 0u);
+        RC_ASSERT(next.blocks().size() == m.blocks().size());
+        RC_ASSERT(s.api->pin_stats(s.inst, &after) == XMC_OK);
+        RC_ASSERT(after.bytes_now == before.bytes_now);
+        RC_ASSERT(after.blocks_now == before.blocks_now);
+        RC_ASSERT(after.bytes_peak == before.bytes_peak);
+        if (m.rules().pool) {
+            RC_ASSERT(s.api->pin_pool_stats(s.inst, &pool_after) == XMC_OK);
+            RC_ASSERT(pool_after.blocks_pooled == pool_before.blocks_pooled);
+            RC_ASSERT(pool_after.bytes_pooled == pool_before.bytes_pooled);
+        }
+    }
+    void show(std::ostream &os) const override { os << "alloc_huge(" << bytes << ")"; }
 };
 
 struct Free : PinCmd {
@@ -197,6 +250,75 @@ struct CheckStats : PinCmd {
     void show(std::ostream &os) const override { os << "check_stats()"; }
 };
 
+// PIN-POOL: releasing the pool leaves it empty; live blocks stay (Query,
+// CheckStats and CheckLocks after it see them).
+struct PoolRelease : PinCmd {
+    explicit PoolRelease(const PinModel &) {}
+    void apply(PinModel &m) const override { m.pool_release(); }
+    void run(const PinModel &, PinSut &s) const override {
+        RC_ASSERT(s.api->pin_pool_release(s.inst) == XMC_OK);
+        xmc_pin_pool_stats p{};
+        RC_ASSERT(s.api->pin_pool_stats(s.inst, &p) == XMC_OK);
+        RC_ASSERT(p.blocks_pooled == 0u);
+        RC_ASSERT(p.bytes_pooled == 0u);
+    }
+    void show(std::ostream &os) const override { os << "pool_release()"; }
+};
+
+// PIN-POOL: the pool holds no more blocks than were freed into it since its
+// last release (a pooled block handed out again leaves it).
+struct CheckPool : PinCmd {
+    explicit CheckPool(const PinModel &) {}
+    void apply(PinModel &) const override {}
+    void run(const PinModel &m, PinSut &s) const override {
+        xmc_pin_pool_stats p{};
+        RC_ASSERT(s.api->pin_pool_stats(s.inst, &p) == XMC_OK);
+        RC_ASSERT(p.blocks_pooled <= s.baseline_pool.blocks_pooled + m.pooled_blocks());
+        RC_ASSERT((p.blocks_pooled == 0) == (p.bytes_pooled == 0));
+    }
+    void show(std::ostream &os) const override { os << "check_pool()"; }
+};
+
+// PIN-POOL, PIN-AFTER-FREE: a live or pooled block's pages are locked (by the
+// declared method); a block neither live nor pooled has none locked, where no
+// live or pooled block of the model shares a page with it (locks are by page,
+// and a backend whose minimum alignment is below a page may place two blocks
+// in one). Where the method's lock state cannot be seen (a sanitizer, no
+// driver), it checks nothing.
+struct CheckLocks : PinCmd {
+    explicit CheckLocks(const PinModel &) {}
+    void apply(PinModel &) const override {}
+    void run(const PinModel &m, PinSut &s) const override {
+        if (lock_unobservable_reason(s.api)) return;
+        for (size_t i = 0; i < m.blocks().size() && i < s.blocks.size(); ++i) {
+            const char *p = static_cast<const char *>(s.blocks[i].base);
+            const size_t n = m.blocks()[i].bytes;
+            if (m.expect_locked(static_cast<int>(i))) {
+                RC_ASSERT(pinned_state(s.api, p, n).all_locked);
+                continue;
+            }
+            bool shared = false;
+            const uintptr_t pg = page_size();
+            for (size_t j = 0; j < m.blocks().size() && j < s.blocks.size(); ++j) {
+                const auto a = reinterpret_cast<uintptr_t>(p), b = reinterpret_cast<uintptr_t>(s.blocks[j].base);
+                const uintptr_t b_first = b / pg * pg, b_end = (b + s.blocks[j].size + pg - 1) / pg * pg;
+                shared = shared || (m.expect_locked(static_cast<int>(j)) && a < b_end && b_first < a + s.blocks[i].size);
+            }
+            if (!shared) RC_ASSERT(!pinned_state(s.api, p, n).any_locked);
+        }
+    }
+    void show(std::ostream &os) const override { os << "check_locks()"; }
+};
+
+// The model's rules for `backend` (PIN-KINDS): what it declares.
+inline model::PinRules pin_rules(const LoadedBackend &b) {
+    model::PinRules r;
+    r.pool = b.has(XMC_CAP_PIN_CACHE);
+    r.driver = b.has(XMC_CAP_PIN_DRIVER);
+    r.min_alignment = declared_min_alignment(b.api, nullptr);
+    return r;
+}
+
 inline std::function<std::unique_ptr<PinSut>(const std::string &)> pin_sut_factory() {
     return [](const std::string &name) -> std::unique_ptr<PinSut> {
         const LoadedBackend *b = load_backend(name, nullptr);
@@ -206,17 +328,29 @@ inline std::function<std::unique_ptr<PinSut>(const std::string &)> pin_sut_facto
         xmc_open_params p{sizeof p, nullptr};
         if (b->api->open(&p, &s->inst) != XMC_OK) return nullptr;
         b->api->pin_stats(s->inst, &s->baseline);
+        if (b->has(XMC_CAP_PIN_CACHE)) b->api->pin_pool_stats(s->inst, &s->baseline_pool);
         return s;
     };
 }
 
 // Random sequences of the commands Cmds (a command listed twice is drawn twice
-// as often) agree with the model on `backend`.
+// as often) agree with the model, under the backend's declared rules, on
+// `backend`. The host reference pins with mlock and has no pool: a backend
+// declaring otherwise pins by other rules, and the host cannot replay them.
 template <class... Cmds>
 void run_stateful(const std::string &backend) {
-    check_stateful<PinModel, PinSut>(backend, PinModel{}, pin_sut_factory(), [](const PinModel &m) {
-        return rc::state::gen::execOneOfWithArgs<Cmds...>()(m);
-    });
+    const LoadedBackend *b = load_backend(backend, nullptr);
+    ASSERT_NE(b, nullptr) << "cannot load backend " << backend;
+    const model::PinRules rules = pin_rules(*b);
+    const std::string no_replay =
+        rules.pool || rules.driver
+            ? std::string("the host reference pins with mlock and has no pool, and backend '") + b->api->name +
+                  "' declares " + (rules.pool ? "pin_cache" : "") + (rules.pool && rules.driver ? " and " : "") +
+                  (rules.driver ? "pin_driver" : "") + ", whose rules this sequence follows"
+            : "";
+    check_stateful<PinModel, PinSut>(
+        backend, PinModel{rules}, pin_sut_factory(),
+        [](const PinModel &m) { return rc::state::gen::execOneOfWithArgs<Cmds...>()(m); }, no_replay);
 }
 
 } // namespace xmc::conformance::pin_commands

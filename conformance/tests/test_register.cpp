@@ -577,5 +577,66 @@ TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWit
         EXPECT_EQ(query(arena.base + off).registered, 0) << "left registered at +" << off;
 }
 
+
+// ---- REG-CLOSE --------------------------------------------------------------
+
+TEST_P(RegTest, REG_CLOSE_LastCloseUnregistersEveryRegistration) {
+    if (!api->close_report)
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' has no close_report (its table ends before it)");
+    ASSERT_TRUE(extra_.empty());
+    const size_t n = 2 * page_size();
+    std::vector<char *> ranges;
+    for (int i = 0; i < 3; ++i) {
+        char *p = page(4 * static_cast<size_t>(i));
+        XMC_ASSERT_STATUS(XMC_OK, reg(p, n, i % devices_));
+        ranges.push_back(p);
+    }
+    xmc_close_report report{};
+    xmc_instance *closing = inst;
+    inst = nullptr;  // closed here; TearDown gets the instance reopened below
+    XMC_ASSERT_STATUS(XMC_OK, api->close_report(closing, &report));
+    EXPECT_EQ(report.last_instance, 1u) << "the only open instance was closed, but the backend says others are open";
+    EXPECT_EQ(report.registrations, ranges.size()) << "registrations released by the last close";
+    // Over a fake driver: no mapping of the backend's is left, nor a context.
+    if (control_) {
+        EXPECT_EQ(control_->live_objects(), 0u) << "the last close left driver objects behind:\n" << control_->ledger_text();
+    }
+    // A new instance finds none, and the driver takes each range again (a
+    // registration the driver still held would be refused as already registered).
+    xmc_open_params params{sizeof params, nullptr};
+    XMC_ASSERT_STATUS(XMC_OK, api->open(&params, &inst));
+    for (size_t i = 0; i < ranges.size(); ++i) {
+        EXPECT_EQ(query(ranges[i]).registered, 0) << "range " << i << " is still registered after the last close";
+        XMC_EXPECT_STATUS(XMC_OK, reg(ranges[i], n, static_cast<int32_t>(i) % devices_)) << "range " << i;
+        XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, ranges[i]));
+    }
+}
+
+TEST_P(RegTest, REG_CLOSE_ClosingOneOfTwoUnregistersNothing) {
+    if (!api->close_report)
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' has no close_report (its table ends before it)");
+    xmc_instance *other = nullptr;
+    xmc_open_params params{sizeof params, nullptr};
+    XMC_ASSERT_STATUS(XMC_OK, api->open(&params, &other));
+    const size_t n = 2 * page_size();
+    for (int32_t d = 0; d < devices_; ++d) XMC_ASSERT_STATUS(XMC_OK, reg(page(4 * static_cast<size_t>(d)), n, d));
+    const size_t objects = control_ ? control_->objects_besides_contexts() : 0;
+    xmc_close_report report{};
+    xmc_instance *closing = inst;
+    inst = other;  // TearDown unregisters what is left and closes the survivor
+    XMC_ASSERT_STATUS(XMC_OK, api->close_report(closing, &report));
+    EXPECT_EQ(report.last_instance, 0u) << "another instance is open";
+    EXPECT_EQ(report.registrations, 0u) << "closing one instance released registrations the other can reach";
+    if (control_) {
+        EXPECT_EQ(control_->objects_besides_contexts(), objects) << "the driver lost a registration:\n"
+                                                                 << control_->ledger_text();
+    }
+    for (int32_t d = 0; d < devices_; ++d) {
+        const xmc_reg_info q = query(page(4 * static_cast<size_t>(d)));
+        EXPECT_EQ(q.registered, 1) << "device " << d << "'s registration is gone for the other instance";
+        XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, page(4 * static_cast<size_t>(d))));
+    }
+}
+
 } // namespace
 } // namespace xmc::conformance

@@ -1,6 +1,7 @@
 // The smallest useful xmc backend: pinning only (capability `pin`), written
 // the way a vendor would, against the installed headers alone. It passes
-// PIN-ALLOC .. PIN-THREADS; every other requirement reports unsupported.
+// PIN-ALLOC .. PIN-THREADS, PIN-KINDS, PIN-FAIL-CLEAN and PIN-CLOSE; every
+// other requirement reports unsupported.
 #include <xmc/backend.h>
 
 #include <sys/mman.h>
@@ -23,6 +24,7 @@ namespace {
 std::mutex mu;
 std::map<uintptr_t, size_t> blocks;
 uint64_t bytes_now = 0, bytes_peak = 0;
+int open_instances = 0;  // PIN-CLOSE: the last close releases every block
 thread_local xmc_error_info last{};
 
 xmc_status fail(xmc_status st, int native, const char *call, const char *msg) {
@@ -50,9 +52,34 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
         return XMC_ERR_INVALID_ARGUMENT;
     if (params && params->options && params->options[0]) return XMC_ERR_INVALID_ARGUMENT;
     *out = new xmc_instance;
+    std::lock_guard<std::mutex> l(mu);
+    ++open_instances;
     return XMC_OK;
 }
-xmc_status close(xmc_instance *i) { delete i; return XMC_OK; }
+// PIN-CLOSE: the registry is the process's, so only the last close empties
+// it: every block still allocated is unlocked and freed, and counted.
+xmc_status close_report(xmc_instance *i, xmc_close_report *out) {
+    if (!i) return XMC_ERR_INVALID_HANDLE;
+    delete i;
+    std::lock_guard<std::mutex> l(mu);
+    xmc_close_report r{};
+    if (--open_instances == 0) {
+        r.last_instance = 1;
+        for (auto &[base, size] : blocks) {
+            munlock(reinterpret_cast<void *>(base), size);
+            std::free(reinterpret_cast<void *>(base));
+            ++r.pinned_blocks;
+            r.pinned_bytes += size;
+        }
+        blocks.clear();
+        bytes_now = 0;
+    }
+    if (out) *out = r;
+    return XMC_OK;
+}
+xmc_status close(xmc_instance *i) { return close_report(i, nullptr); }
+// PIN-KINDS: whole pages from posix_memalign.
+size_t pin_min_alignment(xmc_instance *) { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 xmc_status device_count(xmc_instance *, int32_t *n) {
     if (!n) return fail(XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "NULL result");
     *n = 0;
@@ -69,6 +96,9 @@ xmc_status pin_alloc(xmc_instance *, size_t n, size_t align, int32_t dev, xmc_pi
     const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
     if (n == 0 || align == 0 || (align & (align - 1)) || n > SIZE_MAX - page)
         return fail(XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "size 0, or alignment not a power of two");
+    // PIN-KINDS: an alignment it cannot honour is refused, never weakened.
+    if (align > (size_t{1} << 30))
+        return fail(XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "alignment above 1 GiB");
     if (dev != XMC_NO_DEVICE) return fail(XMC_ERR_UNSUPPORTED, 0, "pin_alloc", "no device to register with");
     const size_t size = (n + page - 1) / page * page;
     void *p = nullptr;
@@ -127,6 +157,7 @@ extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t abi) {
         b.open = open; b.close = close; b.device_count = device_count; b.device_info = device_info;
         b.last_error = last_error; b.status_name = status_name;
         b.pin_alloc = pin_alloc; b.pin_free = pin_free; b.pin_query = pin_query; b.pin_stats = pin_stats;
+        b.pin_min_alignment = pin_min_alignment; b.close_report = close_report;
         return b;
     }();
     return &t;

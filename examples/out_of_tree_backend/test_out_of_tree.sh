@@ -3,7 +3,7 @@
 # backend out of tree with find_package(xmc), and qualifies it on pinning.
 # Usage: test_out_of_tree.sh <xmc build dir> <example source dir> <work dir> [summary]
 set -euo pipefail
-build=$1 src=$2 work=$3 summary=${4:-passed:8 failed:0 unsupported:2}
+build=$1 src=$2 work=$3 summary=${4:-passed:11 failed:0 unsupported:3}
 rm -rf "$work" && mkdir -p "$work"
 cmake --install "$build" --prefix "$work/prefix" >/dev/null
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_PREFIX_PATH="$work/prefix" >/dev/null

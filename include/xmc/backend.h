@@ -83,8 +83,11 @@ typedef uint64_t xmc_caps;
 #define XMC_CAP_TRANSFER     (1ull << 7)
 #define XMC_CAP_GRAPH        (1ull << 8)   /* (0.2) stream capture into graphs, and their launch */
 #define XMC_CAP_REGISTER_PORTABLE (1ull << 9)  /* (0.2) reg_register with XMC_REG_PORTABLE: every device */
-#define XMC_CAP_PIN_DRIVER   (1ull << 10)  /* (0.2) pages pinned by the device driver, not by mlock */
-#define XMC_CAP_PIN_CACHE    (1ull << 11)  /* (0.2) free hands a block to the backend's pool */
+/* (0.2) pages pinned by the device driver, not by mlock: "locked" means the
+ * driver reports the range page-locked (CUDA: cuMemHostGetFlags succeeds on
+ * it), and RLIMIT_MEMLOCK does not apply (PIN-KINDS) */
+#define XMC_CAP_PIN_DRIVER   (1ull << 10)
+#define XMC_CAP_PIN_CACHE    (1ull << 11)  /* (0.2) free hands a block to the backend's pool (PIN-POOL) */
 #define XMC_CAP_COUNT_       12
 
 /* ---- error detail ------------------------------------------------------ */
@@ -135,10 +138,33 @@ typedef struct xmc_pin_info {
 } xmc_pin_info;
 
 typedef struct xmc_pin_stats {
-    uint64_t bytes_now;   /* sum of live blocks' sizes */
+    uint64_t bytes_now;   /* sum of live blocks' sizes (a pooled block is not live) */
     uint64_t bytes_peak;  /* high-water mark of bytes_now */
     uint64_t blocks_now;
 } xmc_pin_stats;
+
+/* (0.2, pin_cache) The backend's pool: blocks freed by their owner that stay
+ * pinned, owned by the pool, until handed out again or released. A structure
+ * the backend writes never grows (a newer backend would write past an older
+ * caller's copy), so the pool's figures are here, not new members of
+ * xmc_pin_stats; a later figure comes with a new structure and entry point. */
+typedef struct xmc_pin_pool_stats {
+    uint64_t bytes_pooled;   /* sum of pooled blocks' sizes */
+    uint64_t blocks_pooled;
+} xmc_pin_pool_stats;
+
+/* (0.2) What close_report released (PIN-CLOSE, REG-CLOSE). Closing one
+ * instance while another is open releases its own objects only (slots);
+ * closing the last open one also releases what the process-wide registries
+ * still hold: pinned blocks, the pin pool and registrations. */
+typedef struct xmc_close_report {
+    uint32_t last_instance;   /* 1 when no instance of the backend is left open */
+    uint32_t reserved;        /* 0 */
+    uint64_t pinned_blocks;   /* live pinned blocks released (pages unlocked, registrations with devices released) */
+    uint64_t pinned_bytes;    /* their sizes */
+    uint64_t registrations;   /* reg_register registrations released */
+    uint64_t slots;           /* slots of this instance closed */
+} xmc_close_report;
 
 /* ---- registration ------------------------------------------------------ */
 /* reg_register flags */
@@ -406,9 +432,29 @@ typedef struct xmc_transfer_stats {
     X(I, xmc_status, graph_launch, (xmc_instance *inst, xmc_graph *g, xmc_stream *s))           \
     X(I, xmc_status, graph_destroy, (xmc_instance *inst, xmc_graph *g))
 
+/* (always, 0.2) pin_min_alignment: the alignment every pinned block is
+ * guaranteed whatever was asked, the same for every instance (PIN-KINDS;
+ * a page for the in-tree backends; may be called with a NULL instance).
+ * close_report: close (the same rules), and say what was released; `close`
+ * is close_report without the report. A backend whose table ends before
+ * these members (struct_size) is taken to guarantee a page, and its
+ * PIN-CLOSE and REG-CLOSE are unsupported. */
+#define XMC_ENTRIES_ALWAYS_0_2(X)                                                               \
+    X(P, size_t, pin_min_alignment, (xmc_instance *inst))                                       \
+    X(I, xmc_status, close_report, (xmc_instance *inst, xmc_close_report *out))
+
+/* pin_cache (0.2): pin_free (and the last pin_unref) hands the block to the
+ * pool; pin_pool_release unpins and gives back every pooled block, no live
+ * one; pin_pool_stats reads the pool (PIN-POOL). */
+#define XMC_ENTRIES_PIN_CACHE(X)                                                                \
+    X(I, xmc_status, pin_pool_release, (xmc_instance *inst))                                    \
+    X(I, xmc_status, pin_pool_stats, (xmc_instance *inst, xmc_pin_pool_stats *out))
+
 /* The groups in table order, and the capability whose declaration requires a
- * group's entry points to be filled (0: every backend fills them). */
-#define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH)
+ * group's entry points to be filled (0: every backend fills them, up to its
+ * struct_size). */
+#define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) \
+    G(GRAPH) G(ALWAYS_0_2) G(PIN_CACHE)
 #define XMC_GROUP_CAPABILITY_INSTANCE 0
 #define XMC_GROUP_CAPABILITY_ERRORS 0
 #define XMC_GROUP_CAPABILITY_PIN XMC_CAP_PIN
@@ -419,6 +465,8 @@ typedef struct xmc_transfer_stats {
 #define XMC_GROUP_CAPABILITY_VMM XMC_CAP_VMM
 #define XMC_GROUP_CAPABILITY_TRANSFER XMC_CAP_TRANSFER
 #define XMC_GROUP_CAPABILITY_GRAPH XMC_CAP_GRAPH
+#define XMC_GROUP_CAPABILITY_ALWAYS_0_2 0
+#define XMC_GROUP_CAPABILITY_PIN_CACHE XMC_CAP_PIN_CACHE
 
 /* ---- the table --------------------------------------------------------- */
 #define XMC_TABLE_MEMBER_(kind, ret, name, params) ret (*name) params;

@@ -72,6 +72,13 @@ public:
         return false;
     }
     size_t size() const { return count_; }
+    // Every block, in base order (PIN-CLOSE: the last close walks them all).
+    std::vector<Block> all() const {
+        std::vector<Block> v;
+        v.reserve(count_);
+        for (const auto &bucket : buckets_) v.insert(v.end(), bucket.begin(), bucket.end());
+        return v;
+    }
 
 private:
     static constexpr size_t kBucket = 256;

@@ -28,6 +28,11 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     if (!is_power_of_two(alignment))
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
                     "pin_alloc: alignment %zu is not a power of two", alignment);
+    // PIN-KINDS: an alignment it cannot honour is refused, never weakened.
+    if (alignment > kMaxAlignment)
+        return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
+                    "pin_alloc: alignment %zu is above the largest this backend honours (%zu)", alignment,
+                    kMaxAlignment);
     if (bytes > SIZE_MAX - page)
         return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc",
                     "pin_alloc: size %zu overflows when rounded up to pages", bytes);
@@ -161,6 +166,19 @@ xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
     // Released only when the last reference goes, owner's included.
     if (b->extra_refs == 1 && !b->owner_alive) return release(inst, b, "pin_unref");  // failure keeps the ref
     --b->extra_refs;
+    return ok();
+}
+
+xmc_status PinRegistry::release_all(xmc_instance *inst, const char *call, uint64_t *blocks, uint64_t *bytes) {
+    std::lock_guard<std::mutex> lock(mu_);
+    // PIN-CLOSE: every live block, its references and owner notwithstanding:
+    // no instance is left to drop them.
+    for (const PinBlock &b : blocks_.all()) {
+        PinBlock *live = blocks_.find(b.base);
+        if (xmc_status st = release(inst, live, call); st != XMC_OK) return st;  // the rest stays
+        ++*blocks;
+        *bytes += b.size;
+    }
     return ok();
 }
 

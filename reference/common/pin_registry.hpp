@@ -32,6 +32,12 @@ public:
 
     static PinRegistry &process();
     static size_t page_size();
+    // PIN-KINDS: the alignment every block has (pin_min_alignment): a page.
+    static size_t min_alignment() { return page_size(); }
+    // PIN-KINDS: the largest alignment honoured. posix_memalign reserves the
+    // size plus the alignment, so a larger one is refused as an invalid
+    // argument, never weakened to a smaller one.
+    static constexpr size_t kMaxAlignment = size_t{1} << 30;
 
     void set_release_hook(ReleaseHook hook) { release_hook_ = hook; }
 
@@ -44,6 +50,11 @@ public:
     xmc_status ref(xmc_instance *inst, const void *addr);
     xmc_status unref(xmc_instance *inst, const void *addr);
     xmc_status stats(xmc_instance *inst, xmc_pin_stats *out) const;
+    // PIN-CLOSE: the last instance's close releases every live block, whatever
+    // references it still holds, through the release hook (device
+    // registrations first). Counts the blocks and bytes released; a hook
+    // failure stops there and is reported, the blocks not yet released stay.
+    xmc_status release_all(xmc_instance *inst, const char *call, uint64_t *blocks, uint64_t *bytes);
 
 private:
     // Gives back the memory of a block with no reference left, or leaves it

@@ -177,13 +177,19 @@ void fill_table(xmc_backend &table);
 // The entry points, one group per primitive, each in its file: backend.cpp
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
-#define XMC_CUDA_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH)
+// ALWAYS_0_2: close_report in backend.cpp, pin_min_alignment in pin.cpp.
+#define XMC_CUDA_GROUPS(G) \
+    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2)
 XMC_CUDA_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp
 void install_pin_hook();
 
 // register.cpp
+// REG-CLOSE: unregisters every reg_register registration still held (the
+// last instance's close) in its context, counting them in *released; the
+// first driver refusal stops it, reported, and what is left stays.
+xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
 // Registers [addr, addr+bytes) with device `index` in its context and checks
 // the mapping is the identity, undoing it otherwise (shared with pin.cpp).
 xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, size_t bytes, int32_t index,
@@ -198,7 +204,7 @@ std::shared_ptr<Vmm> vmm_create();
 // The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // Before the instance goes: waits for every slot's work, frees the slots, joins the threads.
-void vmm_close(Instance *in);
+size_t vmm_close(Instance *in);  // returns the slots it closed
 // graph_begin's guard (graph.cpp): XMC_ERR_BUSY while a remap still has reload copies to enqueue
 // on `s` (they would be captured into the graph instead of reloading the slot); otherwise runs
 // `begin` under the slots' lock, so that no such remap is submitted meanwhile.

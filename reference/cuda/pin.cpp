@@ -84,6 +84,9 @@ xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_i
 
 xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) { return PinRegistry::process().stats(inst, out); }
 
+// PIN-KINDS: mlock pinning of whole pages, as on the host (pin_registry.cpp).
+size_t pin_min_alignment(xmc_instance *) { return PinRegistry::min_alignment(); }
+
 xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
 
 xmc_status pin_unref(xmc_instance *inst, const void *addr) { return PinRegistry::process().unref(inst, addr); }

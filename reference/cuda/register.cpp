@@ -167,6 +167,36 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     return XMC_OK;
 }
 
+xmc_status reg_release_all(xmc_instance *inst, uint64_t *released) {
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    Driver &d = Driver::get();
+    // REG-CLOSE: each one as reg_unregister releases it, in its own context
+    // (REG-SAME-CONTEXT); a refusal keeps it (REG-UNREG-FAIL's rule).
+    while (!r.ranges.empty()) {
+        auto it = r.ranges.begin();
+        void *base = reinterpret_cast<void *>(it->first);
+        CUresult res = CUDA_SUCCESS;
+        {
+            CtxScope scope(d, it->second.ctx);
+            res = scope.result();
+            if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+        }
+        if (res != CUDA_SUCCESS)
+            return be::fail(inst, XMC_ERR_DRIVER, res, "close",
+                            "close: cuMemHostUnregister(%p) of a registration still held failed with %s (%d); "
+                            "still registered",
+                            base, d.result_name(res), static_cast<int>(res));
+        r.ranges.erase(it);
+        {
+            std::lock_guard<std::mutex> dl(d.mu);
+            --d.registrations;
+        }
+        ++*released;
+    }
+    return XMC_OK;
+}
+
 xmc_status reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_query", "reg_query: result pointer is NULL");
     *out = xmc_reg_info{};

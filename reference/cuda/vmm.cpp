@@ -792,12 +792,14 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
     return XMC_OK;
 }
 
-void vmm_close(Instance *in) {
+size_t vmm_close(Instance *in) {
     Vmm &v = *in->vmm;
     std::unique_lock<std::mutex> lock(v.mu);
+    size_t closed = 0;  // close_report counts them
     while (!v.slots.empty()) {
         std::shared_ptr<Slot> s = v.slots.begin()->second;
         v.slots.erase(v.slots.begin());
+        ++closed;
         close_slot(v, lock, *s);
     }
     be::stop_threads(v, lock);
@@ -830,6 +832,7 @@ void vmm_close(Instance *in) {
         v.words = nullptr;
         v.free_words.clear();
     }
+    return closed;
 }
 
 } // namespace xmc::cuda

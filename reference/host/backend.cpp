@@ -3,10 +3,18 @@
 
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 
 namespace xmc::host {
+namespace {
+// PIN-CLOSE, REG-CLOSE: the open instances of this library. One lock over
+// open's count and the whole of a close, so that of two instances closed at
+// once exactly one is the last.
+std::mutex instances_mu;
+size_t open_instances = 0;
+} // namespace
 
 xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     if (!out) return XMC_ERR_INVALID_ARGUMENT;
@@ -36,17 +44,39 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
             return XMC_ERR_INVALID_ARGUMENT;  // unknown key or bad value
         }
     }
+    std::lock_guard<std::mutex> lock(instances_mu);
+    ++open_instances;
     *out = in;
     return XMC_OK;
 }
 
-xmc_status close(xmc_instance *inst) {
+xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
-    graph_close(static_cast<Instance *>(inst));  // launches first: they may read and write slots
-    vmm_close(static_cast<Instance *>(inst));  // slots next: their copies and callbacks need the streams
-    delete static_cast<Instance *>(inst);
+    auto *in = static_cast<Instance *>(inst);
+    std::lock_guard<std::mutex> lock(instances_mu);
+    graph_close(in);  // launches first: they may read and write slots
+    xmc_close_report report{};
+    report.slots = vmm_close(in);  // slots next: their copies and callbacks need the streams
+    delete in;                     // then the streams, drained: no queued copy reads a block released below
+    --open_instances;
+    // PIN-CLOSE, REG-CLOSE: the process-wide registries outlive an instance;
+    // the last one's close empties them. Registrations first: their munlock
+    // keeps the pages of live pinned blocks locked. Neither can fail on the
+    // host (no driver to refuse; reg_release_all says why), and the instance
+    // is gone: nothing to record an error on.
+    if (open_instances == 0) {
+        xmc_status st = reg_release_all(nullptr, &report.registrations);
+        if (st == XMC_OK)
+            st = be::PinRegistry::process().release_all(nullptr, "close", &report.pinned_blocks, &report.pinned_bytes);
+        if (st != XMC_OK) return st;
+        report.last_instance = 1;
+    }
+    if (out) *out = report;
     return XMC_OK;
 }
+
+// The same as close_report, without the report.
+xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
 
 xmc_status device_count(xmc_instance *inst, int32_t *count) {
     if (!count) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "device_count: NULL result");

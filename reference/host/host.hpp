@@ -37,10 +37,17 @@ struct Instance : xmc_instance {
 void fill_table(xmc_backend &table);
 
 // The entry points, one group per primitive, each in its file: backend.cpp
-// (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
+// (INSTANCE, and ALWAYS_0_2's close_report), pin.cpp (PIN, PIN_REFS, and
+// ALWAYS_0_2's pin_min_alignment), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
-#define XMC_HOST_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH)
+#define XMC_HOST_GROUPS(G) \
+    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2)
 XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
+
+// register.cpp: REG-CLOSE: unregisters every registration still held (the
+// last instance's close), counting them in *released; stops at the first
+// failure, which it reports, and keeps what is left.
+xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
 
 // stream.cpp: appends `op` to stream `s` of `inst`; refuses an unknown stream with
 // XMC_ERR_INVALID_HANDLE and a capturing one with XMC_ERR_CAPTURING (GRAPH-CAPTURE: only
@@ -69,8 +76,9 @@ std::shared_ptr<Vmm> vmm_create();
 // and for VMM-ASYNC-ERROR only, vmm_fail_map=K / vmm_fail_unmap=K (the K-th
 // map / unmap a worker makes fails with ENOMEM). False if `key` is none of them.
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
-// Before the instance goes: waits for every slot's work, frees the slots, joins the workers.
-void vmm_close(Instance *in);
+// Before the instance goes: waits for every slot's work, frees the slots, joins the workers;
+// returns how many slots it closed (close_report).
+size_t vmm_close(Instance *in);
 // graph_begin's guard (graph.cpp): XMC_ERR_BUSY while a remap still has reload copies to enqueue
 // on `s` (they would be recorded into the graph instead of reloading the slot); otherwise runs
 // `begin` under the slots' lock, so that no such remap is submitted meanwhile.

@@ -40,6 +40,9 @@ xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) {
 
 xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
 
+// PIN-KINDS: mlock pinning of whole pages (pin_registry.cpp).
+size_t pin_min_alignment(xmc_instance *) { return PinRegistry::min_alignment(); }
+
 xmc_status pin_unref(xmc_instance *inst, const void *addr) {
     return PinRegistry::process().unref(inst, addr);
 }

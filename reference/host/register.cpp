@@ -162,6 +162,26 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     return XMC_OK;
 }
 
+xmc_status reg_release_all(xmc_instance *inst, uint64_t *released) {
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    // REG-CLOSE: every registration still held, as reg_unregister would. A
+    // range the caller unmapped since (munlock: ENOMEM) holds no lock any
+    // more: it is dropped, not kept for a retry that could never succeed.
+    while (!r.ranges.empty()) {
+        auto it = r.ranges.begin();
+        if (unlock_outside_pins(it->first, it->second.size) != 0 && errno != ENOMEM) {
+            const int err = errno;
+            return be::fail(inst, XMC_ERR_DRIVER, err, "close",
+                            "close: munlock of the registration [%p, +%zu) failed: %s; still registered",
+                            reinterpret_cast<void *>(it->first), it->second.size, std::strerror(err));
+        }
+        r.ranges.erase(it);
+        ++*released;
+    }
+    return XMC_OK;
+}
+
 xmc_status reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_query", "reg_query: result pointer is NULL");
     *out = xmc_reg_info{};

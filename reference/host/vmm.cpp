@@ -417,15 +417,18 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
     return XMC_OK;
 }
 
-void vmm_close(Instance *in) {
+size_t vmm_close(Instance *in) {
     Vmm &v = *in->vmm;
     std::unique_lock<std::mutex> lock(v.mu);
+    size_t closed = 0;
     while (!v.slots.empty()) {
         std::shared_ptr<Slot> s = v.slots.begin()->second;
         v.slots.erase(v.slots.begin());
         close_slot(v, lock, *s);
+        ++closed;
     }
     be::stop_threads(v, lock);
+    return closed;
 }
 
 } // namespace xmc::host

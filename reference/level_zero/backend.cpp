@@ -53,13 +53,17 @@ xmc_status open(const xmc_open_params *params, xmc_instance **out) {
     return XMC_OK;
 }
 
-xmc_status close(xmc_instance *inst) {
+xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     if (!inst) return XMC_ERR_INVALID_HANDLE;
+    // One close at a time: of two instances closed at once, exactly one is the last.
+    static std::mutex close_mu;
+    std::lock_guard<std::mutex> closing(close_mu);
     auto *in = static_cast<Instance *>(inst);
     // Graphs first: their launches may read and write slots.
     graph_close(in);
+    xmc_close_report report{};
     // Slots next: their copies and stream points need the streams.
-    vmm_close(in);
+    report.slots = vmm_close(in);
     // Its streams, events and allocations next. A failed release keeps the
     // instance open with what is left, so that closing again finishes.
     const char *what = "";
@@ -68,6 +72,22 @@ xmc_status close(xmc_instance *inst) {
     if (ze_result_t r = vmm_release_events(in); r != ZE_RESULT_SUCCESS)
         return driver_fail(inst, r, "close", "zeEventDestroy/zeEventPoolDestroy of a slot request's events");
     Driver &d = Driver::get();
+    bool last = false;
+    {
+        std::lock_guard<std::mutex> lock(d.mu);
+        last = d.instances == 1;
+    }
+    // PIN-CLOSE, REG-CLOSE: the last instance empties the process-wide
+    // registries, registrations first, then pinned blocks (the release hook
+    // frees a block's registration in its context), while the contexts are
+    // still cached. A driver refusal keeps the instance open, as above.
+    if (last) {
+        if (xmc_status st = reg_release_all(inst, &report.registrations); st != XMC_OK) return st;
+        if (xmc_status st = be::PinRegistry::process().release_all(inst, "close", &report.pinned_blocks,
+                                                                  &report.pinned_bytes);
+            st != XMC_OK)
+            return st;
+    }
     {
         std::lock_guard<std::mutex> lock(d.mu);
         --d.instances;
@@ -83,8 +103,13 @@ xmc_status close(xmc_instance *inst) {
         return driver_fail(inst, r, "close", "zeContextDestroy");
     }
     delete in;
+    report.last_instance = last ? 1 : 0;
+    if (out) *out = report;
     return XMC_OK;
 }
+
+// The same as close_report, without the report.
+xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
 
 xmc_status device_count(xmc_instance *inst, int32_t *count) {
     if (!count) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "device_count: NULL result");

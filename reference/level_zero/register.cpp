@@ -154,6 +154,32 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     return XMC_OK;
 }
 
+xmc_status reg_release_all(xmc_instance *inst, uint64_t *released) {
+    RegRegistry &r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    Driver &d = Driver::get();
+    // REG-CLOSE: each one as reg_unregister frees it, in its own context
+    // (REG-SAME-CONTEXT); a refusal keeps it (REG-UNREG-FAIL's rule).
+    for (auto it = r.ranges.begin(); it != r.ranges.end();) {
+        if (it->second.pinned) {  // the pin registry's release hook frees it with its block
+            ++it;
+            continue;
+        }
+        const ze_result_t res = d.zeMemFree(it->second.ctx, reinterpret_cast<void *>(it->first));
+        if (res != ZE_RESULT_SUCCESS)
+            return be::fail(inst, XMC_ERR_DRIVER, res, "close",
+                            "close: zeMemFree(%p) of a registration still held failed with %s (0x%x); still registered",
+                            reinterpret_cast<void *>(it->first), result_name(res), static_cast<unsigned>(res));
+        it = r.ranges.erase(it);
+        {
+            std::lock_guard<std::mutex> dl(d.mu);
+            --d.registrations;
+        }
+        ++*released;
+    }
+    return XMC_OK;
+}
+
 xmc_status reg_query(xmc_instance *inst, const void *addr, xmc_reg_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_query", "reg_query: result pointer is NULL");
     *out = xmc_reg_info{};

@@ -606,12 +606,14 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
     return XMC_OK;
 }
 
-void vmm_close(Instance *in) {
+size_t vmm_close(Instance *in) {
     Vmm &v = *in->vmm;
     std::unique_lock<std::mutex> lock(v.mu);
+    size_t closed = 0;  // close_report counts them
     while (!v.slots.empty()) {
         std::shared_ptr<Slot> s = v.slots.begin()->second;
         v.slots.erase(v.slots.begin());
+        ++closed;
         const char *what = "";
         close_slot(v, lock, *s, &what);  // close has no slot to report on; the driver keeps what it refused
     }
@@ -622,6 +624,7 @@ void vmm_close(Instance *in) {
     v.requests.clear();
     be::stop_threads(v, lock);
     v.threads.clear();
+    return closed;
 }
 
 ze_result_t vmm_release_events(Instance *in) {

@@ -234,13 +234,19 @@ void fill_table(xmc_backend &table);
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp. Declared from the one list in <xmc/backend.h>. No transfer
 // executor on Level Zero yet: the capability is not declared.
-#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(GRAPH)
+// ALWAYS_0_2: close_report in backend.cpp, pin_min_alignment in pin.cpp.
+#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(GRAPH) G(ALWAYS_0_2)
 XMC_ZE_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp
 void install_pin_hook();
 
 // register.cpp
+// REG-CLOSE: frees every reg_register registration still held (the last
+// instance's close; a pinned block's goes with its block) in its context,
+// counting them in *released; the first driver refusal stops it, reported,
+// and what is left stays.
+xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
 // The argument, driver and device checks of reg_register, in its order.
 xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
                           const xmc_reg_info *out);
@@ -280,7 +286,7 @@ std::shared_ptr<Vmm> vmm_create();
 // The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // close, first: waits for the slots' work, closes them, stops the threads.
-void vmm_close(Instance *in);
+size_t vmm_close(Instance *in);  // returns the slots it closed
 // close, once the streams are gone (no list can still wait on a request's
 // events): destroys the requests' events. Returns the first failure.
 ze_result_t vmm_release_events(Instance *in);

@@ -29,6 +29,17 @@ struct PinModelBlock {
     bool live = false;
     bool owner = false;      // the allocation's own reference (dropped by free)
     uint32_t refs = 0;       // references taken with ref
+    // PIN-POOL: freed into the pool: not live (not pinned, in no live total)
+    // but its pages stay locked until the pool is released. Its memory may
+    // have been handed out again since, to a block the model names anew.
+    bool pooled = false;
+};
+
+// What the backend declares about its pinning (PIN-KINDS), fixed for a run.
+struct PinRules {
+    bool pool = false;          // pin_cache: free hands a block to the pool
+    bool driver = false;        // pin_driver: pages locked by the driver, not mlock
+    size_t min_alignment = 4096;  // pin_min_alignment: every block is this aligned
 };
 
 // PIN-THREADS: a thread's own blocks follow this machine alone; concurrency
@@ -36,8 +47,26 @@ struct PinModelBlock {
 // between rounds).
 class PinModel {
 public:
-    // PIN-ALLOC: n > 0 and a power-of-two alignment.
+    PinModel() = default;
+    explicit PinModel(const PinRules &rules) : rules_(rules) {}
+    const PinRules &rules() const { return rules_; }
+
+    // PIN-ALLOC: n > 0 and a power-of-two alignment. PIN-FAIL-CLEAN: a size
+    // near the top of the address space (above 2^63, or from a petabyte up)
+    // is refused, and nothing changes: no block is added. The refusal's
+    // status is the backend's (out of memory, memlock, too large, or invalid
+    // when it overflows rounding); the model answers XMC_ERR_OUT_OF_MEMORY and
+    // refusal_matches() accepts any of them.
     xmc_status alloc(size_t bytes, size_t alignment);
+    // Is `got` the outcome the model's `want` allows? Equal, or both refusals
+    // of PIN-FAIL-CLEAN's kind.
+    static bool refusal_matches(xmc_status want, xmc_status got);
+    static bool is_refusal(xmc_status s);  // the statuses of a refused allocation
+    static constexpr uint64_t kRefusedFrom = uint64_t{1} << 50;  // a petabyte
+    // PIN-KINDS: an alignment up to the declared minimum is always honoured
+    // (a block has it anyway); above it a backend may refuse (invalid
+    // argument), never weaken it, so the model cannot say which.
+    bool alignment_honoured(size_t alignment) const { return alignment <= rules_.min_alignment; }
     // PIN-FREE: exactly a live base whose owner reference is held.
     xmc_status free(const PinAddr &a);
     // PIN-REFS: ref through any address inside a live block.
@@ -56,10 +85,26 @@ public:
     int containing_block(uint64_t addr, uint64_t len,
                          const std::vector<std::pair<uint64_t, uint64_t>> &real) const;
 
+    // PIN-POOL: releasing the pool unpins every pooled block and no live one.
+    // Returns how many blocks the model knew pooled (some may have been
+    // handed out again since, which the backend knows and the model not).
+    size_t pool_release();
+    // PIN-CLOSE: closing the last open instance releases every block still
+    // allocated, references notwithstanding, and the pool; returns how many
+    // live blocks it released. Closing another instance changes nothing.
+    size_t close(bool last);
+    // PIN-POOL, PIN-AFTER-FREE: the pages of a live or pooled block are
+    // locked (by the declared method); of any other, not.
+    bool expect_locked(int block) const;
+
     const std::vector<PinModelBlock> &blocks() const { return blocks_; }
     size_t live_blocks() const;
+    size_t pooled_blocks() const;
 
 private:
+    // The last reference went: pooled under pin_cache, else gone.
+    void drop(PinModelBlock &b);
+    PinRules rules_;
     // Is a inside a live block? Decidable without the real size, by the
     // PinAddr rules above.
     bool inside(const PinAddr &a) const;

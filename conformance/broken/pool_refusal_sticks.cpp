@@ -1,0 +1,17 @@
+// xmc-selftest: fails PIN-FAIL-CLEAN
+// xmc-selftest: filter PIN-*
+// xmc-selftest: timeout 60
+// Bug: an out-of-memory refusal is recorded as the pool's pending error and
+// never cleared until reported: the next allocation, on whichever thread,
+// answers that stale error instead of its own success (an error that sticks
+// to the next request).
+#include "broken.hpp"
+#include "pool_broken.hpp"
+
+namespace xmc::broken {
+void plant(xmc_backend &t) {
+    broken_pool::use_pool(t, broken_pool::Method::Mlock, true);
+    broken_pool::bugs().refusal_sticks = true;
+}
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_pool_refusal_sticks")
