@@ -104,7 +104,7 @@ std::vector<Box> range_boxes(const Index& shape, int64_t begin, int64_t end);
 // base + ravel(c, *shape). A box of its shard: the shard's shape and base 0 (one frame for all the
 // boxes of a rank; the corner is the box's corner in the shard). A run of a flat shard
 // (AFF-MAP-FLAT): the piece's own extents and its shard_offset (one frame per run; the corner
-// counts from the run's first element).
+// counts from the run's first element). `shape` points into the map, so it names the frame.
 struct Frame {
     const std::vector<int64_t>* shape;
     int64_t base;
@@ -118,7 +118,7 @@ struct Placed {
     Box logical;
     Index shard_corner;
     const std::vector<int>* locations;
-    const Frame* frame;
+    Frame frame;
 };
 // Sorts the non-empty pieces of a map (gathered by validate_map while it checks them) into a
 // canonical order (rank, logical corner, extents, shard corner, frame base) that does not depend on the input's order.
@@ -141,8 +141,7 @@ std::vector<Cell> source_cells(const std::vector<Placed>& src,
 
 // validate(), which computes a valid map's placed pieces and cells anyway: hands them back (each
 // output may be null) so that the planner does not compute them again. The placed pieces point
-// into `frames` (which must be given with `placed`) and into the map.
-std::optional<Refusal> validate_map(const Map& m, std::vector<Placed>* placed, std::vector<Cell>* cells,
-                                    std::vector<Frame>* frames);
+// into the map.
+std::optional<Refusal> validate_map(const Map& m, std::vector<Placed>* placed, std::vector<Cell>* cells);
 
 }  // namespace xmc::affine::detail

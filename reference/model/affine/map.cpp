@@ -371,35 +371,72 @@ struct RankScratch {
     Box lb, sb;                     // a piece's box in the tensor and in its shard
 };
 
-// Per rank of a map of `shape` (`total` elements, row-major `strides`): padding inside the shard;
-// every piece row-major and inside tensor and shard; the pieces and the padding tile the shard.
-// Appends the rank's non-empty pieces to `placed` and their frames to `frames` (reserved).
-std::optional<Refusal> check_rank(const RankLayout& r, const Index& shape, int64_t total, const Index& strides,
-                                  std::vector<Placed>& placed, std::vector<Frame>& frames, RankScratch& s) {
-    const Index shard_shape = r.shard_shape;
-    const int64_t shard_numel = numel(shard_shape);
-    const auto rk = [&] { return "rank " + std::to_string(r.rank) + ": "; };
-    // AFF-MAP-FLAT: a shard with another number of dims than the tensor's is flat: its
-    // elements are counted in row-major order and each piece is one run of them.
-    const bool flat = shard_shape.size() != shape.size();
-    // AFF-MAP-FLAT: padding spans inside the shard.
-    int64_t padded = 0;  // padding elements declared (saturating: overlapping spans are refused below)
+// AFF-MAP-FLAT: r's padding spans inside its shard of `shard_numel` elements; their element count
+// (saturating: overlapping spans are refused with the tiling) into *padded.
+std::optional<Refusal> padding_inside(const RankLayout& r, int64_t shard_numel, int64_t* padded) {
+    *padded = 0;
     for (std::size_t k = 0; k < r.padding.size(); ++k) {
         const Span& sp = r.padding[k];
         int64_t end = 0;
         if (sp.offset < 0 || sp.count < 0 || __builtin_add_overflow(sp.offset, sp.count, &end) || end > shard_numel)
-            return refuse(Reason::PaddingOutsideShard, rk() + "padding span " + std::to_string(k) + " (offset " +
-                                                           std::to_string(sp.offset) + ", count " +
-                                                           std::to_string(sp.count) + ") leaves its shard of " +
-                                                           std::to_string(shard_numel) + " elements");
-        if (__builtin_add_overflow(padded, sp.count, &padded)) padded = INT64_MAX;
+            return refuse(Reason::PaddingOutsideShard, "rank " + std::to_string(r.rank) + ": padding span " +
+                                                           std::to_string(k) + " (offset " + std::to_string(sp.offset) +
+                                                           ", count " + std::to_string(sp.count) +
+                                                           ") leaves its shard of " + std::to_string(shard_numel) +
+                                                           " elements");
+        if (__builtin_add_overflow(*padded, sp.count, padded)) *padded = INT64_MAX;
     }
+    return std::nullopt;
+}
+
+// AFF-MAP-FLAT: r's padding as boxes of its shard, appended to `out` (a flat shard's spans are
+// runs of it, 1-D boxes; a box shard's are the boxes of range_boxes).
+void add_padding_boxes(const RankLayout& r, bool flat, const Index& shard_shape, std::vector<Box>& out) {
+    for (const Span& sp : r.padding) {
+        if (sp.count == 0) continue;
+        if (flat) out.push_back({Index{sp.offset}, Index{sp.count}});
+        else for (Box& b : range_boxes(shard_shape, sp.offset, sp.offset + sp.count)) out.push_back(std::move(b));
+    }
+}
+
+// The refusal for overlapping boxes of r's shard (`boxes`: its pieces, the first `piece_boxes`,
+// then its padding; `pairs` those that overlap): the worst pair decides, two pieces
+// (ShardOverlap), else a piece on padding (PaddingWritten), else two padding spans (PaddingOverlap).
+Refusal shard_overlap(const RankLayout& r, const std::vector<Box>& boxes, std::size_t piece_boxes,
+                      const std::vector<std::pair<std::size_t, std::size_t>>& pairs) {
+    auto pieces_in = [&](const std::pair<std::size_t, std::size_t>& q) {
+        return int(q.first < piece_boxes) + int(q.second < piece_boxes);
+    };
+    auto worst = pairs.front();
+    for (const auto& q : pairs)
+        if (pieces_in(q) > pieces_in(worst)) worst = q;
+    const std::string rk = "rank " + std::to_string(r.rank) + ": ";
+    const std::string at = to_string(boxes[std::max(worst.first, worst.second)].lo);
+    if (pieces_in(worst) == 2) return refuse(Reason::ShardOverlap, rk + "pieces overlap in the shard at " + to_string(boxes[worst.first].lo));
+    if (pieces_in(worst) == 1) return refuse(Reason::PaddingWritten, rk + "a piece covers padding of the shard at " + at);
+    return refuse(Reason::PaddingOverlap, rk + "padding spans overlap at " + at);
+}
+
+// Per rank of a map of `shape` (`total` elements, row-major `strides`): padding inside the shard;
+// every piece row-major and inside tensor and shard; the pieces and the padding tile the shard.
+// Appends the rank's non-empty pieces, each with its frame, to `placed`. (The rare paths, padding
+// and refusals, are functions of their own: this one runs for every rank of every map planned.)
+std::optional<Refusal> check_rank(const RankLayout& r, const Index& shape, int64_t total, const Index& strides,
+                                  std::vector<Placed>& placed, RankScratch& s) {
+    const Index shard_shape = r.shard_shape;
+    const int64_t shard_numel = numel(shard_shape);
+    // AFF-MAP-FLAT: a shard with another number of dims than the tensor's is flat: its
+    // elements are counted in row-major order and each piece is one run of them.
+    const bool flat = shard_shape.size() != shape.size();
+    // AFF-MAP-FLAT: padding spans inside the shard.
+    int64_t padded = 0;  // padding elements declared
+    if (!r.padding.empty())
+        if (auto e = padding_inside(r, shard_numel, &padded)) return e;
     // AFF-MAP-VALID: a rank that declares a shard but no pieces (padding alone needs none).
     if (r.pieces.empty() && padded < shard_numel)
         return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
                                                       to_string(r.shard_shape) + " but no pieces");
     const Index shard_strides = row_major(shard_shape);
-    if (!flat) frames.push_back({&r.shard_shape, 0});  // the frame of all its pieces
     const bool pairs_possible = r.pieces.size() + r.padding.size() > 1;  // (a single piece overlaps nothing)
     s.in_shard.clear();
     int64_t covered = 0;
@@ -433,8 +470,12 @@ std::optional<Refusal> check_rank(const RankLayout& r, const Index& shape, int64
                           : piece_box(p.shard_offset, extents, shard_shape, shard_numel, Reason::PieceOutsideShard,
                                       [&] { return w() + "shard "; }, &s.sb))
             return e;
-        if (flat) frames.push_back({&p.extents, p.shard_offset});  // its own frame
-        placed.push_back({r.rank, s.lb, flat ? Index(shape.size(), 0) : s.sb.lo, &p.locations, &frames.back()});
+        // A box of the shard is placed in the shard's frame, a run of a flat shard in its own.
+        placed.push_back({r.rank, s.lb, s.sb.lo, &p.locations, {&r.shard_shape, 0}});
+        if (flat) {
+            placed.back().shard_corner = Index(shape.size(), 0);
+            placed.back().frame = {&p.extents, p.shard_offset};
+        }
         // Each piece fits in the shard, but their sum may not fit in int64 (pieces of
         // a huge shard that overlap): saturate; more than the shard holds means the
         // pairs below overlap, and that is the refusal.
@@ -445,47 +486,27 @@ std::optional<Refusal> check_rank(const RankLayout& r, const Index& shape, int64
     // Exact tiling = no two pieces share a shard element, no piece is on padding (AFF-MAP-FLAT),
     // and pieces and padding together cover all of it.
     const std::size_t piece_boxes = s.in_shard.size();  // s.in_shard[0, piece_boxes): pieces; then padding
-    if (pairs_possible)
-        for (const Span& sp : r.padding) {
-            if (sp.count == 0) continue;
-            if (flat) s.in_shard.push_back({Index{sp.offset}, Index{sp.count}});
-            else for (Box& b : range_boxes(shard_shape, sp.offset, sp.offset + sp.count)) s.in_shard.push_back(std::move(b));
-        }
+    if (pairs_possible) add_padding_boxes(r, flat, shard_shape, s.in_shard);
     s.boxes.clear();
     if (s.in_shard.size() > 1)
         for (const Box& b : s.in_shard) s.boxes.push_back(&b);
     const auto pairs = s.in_shard.size() > 1 ? overlapping_pairs(s.boxes, nullptr)
                                             : std::vector<std::pair<std::size_t, std::size_t>>{};
-    if (!pairs.empty()) {
-        // The worst pair: two pieces, else a piece on padding, else two padding spans.
-        auto pieces_in = [&](const std::pair<std::size_t, std::size_t>& q) {
-            return int(q.first < piece_boxes) + int(q.second < piece_boxes);
-        };
-        auto worst = pairs.front();
-        for (const auto& q : pairs)
-            if (pieces_in(q) > pieces_in(worst)) worst = q;
-        const std::string at = to_string(s.in_shard[std::max(worst.first, worst.second)].lo);
-        if (pieces_in(worst) == 2)
-            return refuse(Reason::ShardOverlap, "rank " + std::to_string(r.rank) + ": pieces overlap in the shard at " +
-                                                    to_string(s.in_shard[worst.first].lo));
-        if (pieces_in(worst) == 1)
-            return refuse(Reason::PaddingWritten, rk() + "a piece covers padding of the shard at " + at);
-        return refuse(Reason::PaddingOverlap, rk() + "padding spans overlap at " + at);
-    }
+    if (!pairs.empty()) return shard_overlap(r, s.in_shard, piece_boxes, pairs);
     if (covered != shard_numel - padded) {
         std::string what = "pieces cover " + std::to_string(covered);
         if (!r.padding.empty()) what += " and padding " + std::to_string(padded);
-        return refuse(Reason::ShardGap, rk() + what + " of " + std::to_string(shard_numel) + " shard elements");
+        return refuse(Reason::ShardGap, "rank " + std::to_string(r.rank) + ": " + what + " of " + std::to_string(shard_numel) + " shard elements");
     }
     return std::nullopt;
 }
 
 }  // namespace
 
-std::optional<Refusal> validate(const Map& m) { return validate_map(m, nullptr, nullptr, nullptr); }
+std::optional<Refusal> validate(const Map& m) { return validate_map(m, nullptr, nullptr); }
 
 std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* placed_out,
-                                            std::vector<Cell>* cells_out, std::vector<Frame>* frames_out) {
+                                            std::vector<Cell>* cells_out) {
     if (auto r = validate_form(m)) return r;
     const Index shape = m.shape;  // converted once, not once per piece
     const int64_t total = numel(shape);
@@ -494,23 +515,14 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
     // The non-empty pieces, gathered while they are checked below (their boxes are computed once,
     // here): rank, logical box, shard corner, locations and shard shape.
     std::vector<Placed> placed;
-    // Their frames: one per rank of box pieces, one per run of a flat shard; reserved whole, so
-    // that the pieces can point into it.
-    std::vector<Frame> own_frames;
-    std::vector<Frame>& frames = frames_out ? *frames_out : own_frames;
     {
-        std::size_t n = 0, f = 0;
-        for (const RankLayout& r : m.ranks) {
-            n += r.pieces.size();
-            f += r.shard_shape.size() != shape.size() ? r.pieces.size() : 1;
-        }
+        std::size_t n = 0;
+        for (const RankLayout& r : m.ranks) n += r.pieces.size();
         placed.reserve(n);
-        frames.clear();
-        frames.reserve(f);
     }
     RankScratch scratch;
     for (const RankLayout& r : m.ranks)
-        if (auto e = check_rank(r, shape, total, strides, placed, frames, scratch)) return e;
+        if (auto e = check_rank(r, shape, total, strides, placed, scratch)) return e;
     // AFF-MAP-VALID: pieces with different locations overlap.
     // Pieces that share a logical element must agree on who holds it.
     sort_placed(placed);

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -35,8 +36,8 @@ namespace {
 struct Raw {
     int src_rank, tgt_rank;
     Index sc, tc, ext;
-    const Frame* src_frame;
-    const Frame* tgt_frame;
+    Frame src_frame;
+    Frame tgt_frame;
 };
 
 // Merges pairs of segments that are adjacent along one axis in both the source and the target
@@ -64,8 +65,10 @@ void coalesce(std::vector<Raw>& segs) {
                 if (a.src_rank != b.src_rank) return a.src_rank < b.src_rank ? -1 : 1;
                 if (a.tgt_rank != b.tgt_rank) return a.tgt_rank < b.tgt_rank ? -1 : 1;
                 // AFF-MAP-FLAT: corners in different frames (runs of a flat shard) never merge.
-                if (a.src_frame != b.src_frame) return a.src_frame < b.src_frame ? -1 : 1;
-                if (a.tgt_frame != b.tgt_frame) return a.tgt_frame < b.tgt_frame ? -1 : 1;
+                // (A frame's shape points into the map and names it; std::less orders any pointers.)
+                const std::less<const std::vector<int64_t>*> before;
+                if (a.src_frame.shape != b.src_frame.shape) return before(a.src_frame.shape, b.src_frame.shape) ? -1 : 1;
+                if (a.tgt_frame.shape != b.tgt_frame.shape) return before(a.tgt_frame.shape, b.tgt_frame.shape) ? -1 : 1;
                 const int64_t sa = a.tc[k] - a.sc[k], sb = b.tc[k] - b.sc[k];
                 if (sa != sb) return sa < sb ? -1 : 1;
                 for (std::size_t d = 0; d < n; ++d) {
@@ -123,12 +126,11 @@ struct Fnv {
 // source piece to read it from. The pieces, cells and meetings are freed on return, before the
 // plan's own vectors are made.
 std::optional<Refusal> parts_to_copy(const Map& source, const Map& target, const ReplicaSelector& selector,
-                                     std::vector<Raw>* raw, std::vector<Frame>* src_frames,
-                                     std::vector<Frame>* tgt_frames) {
+                                     std::vector<Raw>* raw) {
     std::vector<Placed> src, tgt;
     std::vector<Cell> cells;
-    if (auto r = validate_map(source, &src, &cells, src_frames)) return refuse(r->reason, "source map: " + r->message);
-    if (auto r = validate_map(target, &tgt, nullptr, tgt_frames)) return refuse(r->reason, "target map: " + r->message);
+    if (auto r = validate_map(source, &src, &cells)) return refuse(r->reason, "source map: " + r->message);
+    if (auto r = validate_map(target, &tgt, nullptr)) return refuse(r->reason, "target map: " + r->message);
     // AFF-PLAN-REFUSE: different logical shapes, then a scale other than 1.
     if (source.shape != target.shape)
         return refuse(Reason::ShapeMismatch, "source shape " + to_string(source.shape) + " != target shape " +
@@ -217,8 +219,7 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
                                                         " pieces, budget " + std::to_string(budgets.max_pieces));
     }
     std::vector<Raw> raw;
-    std::vector<Frame> src_frames, tgt_frames;  // where the segments' corners are
-    if (auto r = parts_to_copy(source, target, selector, &raw, &src_frames, &tgt_frames)) return *r;
+    if (auto r = parts_to_copy(source, target, selector, &raw)) return *r;
     coalesce(raw);
     // AFF-PLAN-REFUSE: segments over budget, after merging.
     if (raw.size() > budgets.max_segments)
@@ -238,8 +239,8 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
     std::vector<Placement> order;
     order.reserve(raw.size());
     for (const Raw& r : raw)
-        order.push_back({r.tgt_rank, r.tgt_frame->base + ravel(r.tc, *r.tgt_frame->shape), r.src_rank,
-                         r.src_frame->base + ravel(r.sc, *r.src_frame->shape), &r});
+        order.push_back({r.tgt_rank, r.tgt_frame.base + ravel(r.tc, *r.tgt_frame.shape), r.src_rank,
+                         r.src_frame.base + ravel(r.sc, *r.src_frame.shape), &r});
     std::sort(order.begin(), order.end(), [](const Placement& a, const Placement& b) {
         return std::tie(a.tgt_rank, a.tgt_offset, a.src_rank, a.src_offset, a.raw->ext) <
                std::tie(b.tgt_rank, b.tgt_offset, b.src_rank, b.src_offset, b.raw->ext);
@@ -248,8 +249,8 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
     p.shape = source.shape;
     p.segments.reserve(order.size());
     for (const Placement& o : order)
-        p.segments.push_back(Segment{o.src_rank, o.src_offset, row_major_strides(*o.raw->src_frame->shape), o.tgt_rank,
-                                     o.tgt_offset, row_major_strides(*o.raw->tgt_frame->shape), o.raw->ext});
+        p.segments.push_back(Segment{o.src_rank, o.src_offset, row_major_strides(*o.raw->src_frame.shape), o.tgt_rank,
+                                     o.tgt_offset, row_major_strides(*o.raw->tgt_frame.shape), o.raw->ext});
     p.digest = plan_digest(p.shape, p.segments);
     return p;
 }
