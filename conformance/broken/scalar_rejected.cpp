@@ -1,9 +1,10 @@
-// xmc-selftest: fails AFF-EXEC-EXACT
+// xmc-selftest: fails AFF-EXEC-EXACT,AFF-MAP-FLAT
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
 // Bug (seed 003): a 0-D segment is taken for an empty one ("if not segment.shape"), so the valid
-// plan of a scalar parameter is refused instead of executed.
+// plan of a scalar parameter is refused instead of executed. AFF-MAP-FLAT fails too: a scalar
+// parameter in a ZeRO-3 flat buffer (a 0-D tensor in a 1-D shard) is refused the same way.
 #include "broken.hpp"
 
 namespace xmc::broken {

@@ -78,6 +78,16 @@ inline Layout make_layout(const Shape &shape, std::vector<size_t> order, int64_t
     return l;
 }
 
+// The storage element that holds shard element i (row-major) of a shard of `shape` laid out by l.
+inline int64_t storage_element(const Shape &shape, const Layout &l, int64_t i) {
+    int64_t at = l.offset;
+    for (size_t d = shape.size(); d-- > 0;) {
+        at += (i % shape[d]) * l.strides[d];
+        i /= shape[d];
+    }
+    return at;
+}
+
 inline std::vector<size_t> row_major_order(const Shape &shape) {
     std::vector<size_t> order(shape.size());
     std::iota(order.rbegin(), order.rend(), size_t{0});
@@ -129,6 +139,75 @@ inline const aff::RankLayout *layout_of(const aff::Map &m, int rank) {
     for (const auto &r : m.ranks)
         if (r.rank == rank) return &r;
     return nullptr;
+}
+
+// ---------- AFF-MAP-FLAT: random flat layouts (rapidcheck; identical on every rank) ----------
+
+template <class T>
+T pick(T lo, T hi) {  // uniform in [lo, hi) whatever rapidcheck's current size
+    return *rc::gen::resize(rc::kNominalSize, rc::gen::inRange<T>(lo, hi));
+}
+
+// A ZeRO-3 flat layout of a tensor of `shape` over `ranks` (labels, any order): the tensor is one
+// of a few parameters of random shapes laid out by aff::zero3_flat with a random alignment (so
+// padding after it, and other parameters before and after it). Now and then every partition is
+// held by two ranks (hybrid sharding: replicas), some shards are 2-D or 3-D instead of 1-D (still
+// flat: their elements counted in row-major order), and pieces are cut in two along their first
+// axis on one rank (replicas cut differently, runs that meet).
+inline aff::Map gen_flat_map(const Shape &shape, std::vector<int> ranks) {
+    const size_t count = pick<size_t>(1, 4), me = pick<size_t>(0, count);
+    std::vector<Shape> params;
+    for (size_t k = 0; k < count; ++k) {
+        Shape s(size_t(pick(0, 4)));
+        for (auto &d : s) d = pick(0, 10) == 0 ? 0 : pick<int64_t>(1, 6);
+        params.push_back(k == me ? shape : s);
+    }
+    std::vector<int> twins;  // hybrid sharding: ranks[k]'s partition is also held by twins[k]
+    if (ranks.size() >= 2 && pick(0, 3) == 0) {
+        const size_t half = ranks.size() / 2;
+        twins.assign(ranks.begin() + std::ptrdiff_t(half), ranks.begin() + std::ptrdiff_t(2 * half));
+        ranks.resize(half);
+    }
+    aff::Map m = aff::zero3_flat(params, ranks, pick<int64_t>(1, 6)).maps[me];
+    for (size_t k = 0; k < twins.size(); ++k) {
+        std::vector<int> both{m.ranks[k].rank, twins[k]};
+        std::sort(both.begin(), both.end());
+        for (auto &p : m.ranks[k].pieces) p.locations = both;
+        aff::RankLayout twin = m.ranks[k];
+        twin.rank = twins[k];
+        m.ranks.push_back(std::move(twin));
+    }
+    for (auto &r : m.ranks) {
+        const int64_t n = r.shard_shape[0];
+        if (n > 0 && n % 2 == 0 && pick(0, 4) == 0)
+            r.shard_shape = shape.size() == 2 ? Shape{1, 2, n / 2} : Shape{2, n / 2};
+    }
+    for (int cuts = pick(0, 4); cuts > 0 && !shape.empty(); --cuts) {
+        aff::RankLayout &r = m.ranks[pick<size_t>(0, m.ranks.size())];
+        if (r.pieces.empty()) continue;
+        const size_t i = pick<size_t>(0, r.pieces.size());
+        const int64_t ext = r.pieces[i].extents[0];
+        if (ext < 2) continue;
+        const int64_t at = pick<int64_t>(1, ext);
+        aff::Piece a = r.pieces[i], b = a;
+        a.extents[0] = at;
+        b.extents[0] = ext - at;
+        b.logical_offset += at * a.logical_strides[0];
+        b.shard_offset += aff::numel(a.extents);  // the runs meet
+        a.shard_strides = aff::row_major_strides(a.extents);
+        b.shard_strides = aff::row_major_strides(b.extents);
+        r.pieces[i] = a;
+        r.pieces.push_back(b);
+    }
+    return m;
+}
+
+// How a buffer holds a flat shard: dense, offset, every other element, a tail; a shard of more than
+// one dim on evenly spaced elements only (row-major, no padded rows: the executors place a run of a
+// flat shard on such buffers only).
+inline Layout gen_flat_layout(const Shape &shard) {
+    if (pick(0, 3) == 0) return dense_layout(shard);
+    return make_layout(shard, row_major_order(shard), pick<int64_t>(1, 3), 0, pick<int64_t>(0, 5), pick<int64_t>(0, 3));
 }
 
 // ---------- one rank's buffers ----------
@@ -224,7 +303,8 @@ private:
 };
 
 // The shard of `rank` in map m, laid out in poisoned storage, with `shard` (row-major bytes) put
-// in place when given.
+// in place when given. Padding (AFF-MAP-FLAT) stays poisoned: no transfer reads or writes it. A
+// shard that is all padding holds no element: no buffer (ptr NULL), as for a rank without a shard.
 inline Side make_side(const aff::Map &m, int rank, const std::map<int, Layout> &layouts, size_t elem,
                const aff::Bytes *shard) {
     Side s;
@@ -233,18 +313,15 @@ inline Side make_side(const aff::Map &m, int rank, const std::map<int, Layout> &
     auto it = layouts.find(rank);
     const Layout l = it != layouts.end() ? it->second : dense_layout(r->shard_shape);
     s.store.assign(l.capacity * elem, kPoison);
+    const std::vector<bool> padding = aff::padding_mask(*r);
     if (shard) {
         const Shape &shape = r->shard_shape;
-        for (int64_t i = 0; i < aff::numel(shape); ++i) {
-            int64_t at = l.offset, rest = i;
-            for (size_t d = shape.size(); d-- > 0;) {
-                at += (rest % shape[d]) * l.strides[d];
-                rest /= shape[d];
-            }
-            std::memcpy(&s.store[size_t(at) * elem], &(*shard)[size_t(i) * elem], elem);
-        }
+        for (int64_t i = 0; i < aff::numel(shape); ++i)
+            if (!padding[size_t(i)])
+                std::memcpy(&s.store[size_t(storage_element(shape, l, i)) * elem], &(*shard)[size_t(i) * elem], elem);
     }
-    s.buf.ptr = s.store.data();
+    const bool all_padding = !padding.empty() && std::all_of(padding.begin(), padding.end(), [](bool x) { return x; });
+    s.buf.ptr = all_padding ? nullptr : s.store.data();
     s.buf.kind = XMC_MEM_HOST;
     s.buf.capacity = l.capacity;
     s.buf.ndim = int32_t(r->shard_shape.size());

@@ -1,5 +1,7 @@
 // Tests of the pure affine transfer model (SPEC 5, AFF): map validation, JSON files, the planner,
 // replicas, scalars, and the reference executor. Each test name carries its requirement ID.
+#include "transfer_env.hpp"  // gen_flat_map (AFF-MAP-FLAT)
+
 #include <xmc/affine.hpp>
 
 #include <gtest/gtest.h>
@@ -56,20 +58,48 @@ Shards zeroed_shards(const Map& m, std::size_t elem) {
     return s;
 }
 
+constexpr uint8_t kUnwritten = 0xEE;  // what target shards hold before a plan runs (never a data byte)
+
+Shards poisoned_shards(const Map& m, std::size_t elem) {
+    Shards s;
+    for (const RankLayout& r : m.ranks) s[r.rank] = Bytes(std::size_t(numel(r.shard_shape)) * elem, kUnwritten);
+    return s;
+}
+
+// What a target shard holds after an exact plan ran on poisoned shards: the extraction, its padding
+// (AFF-MAP-FLAT) still poisoned.
+Bytes expected_shard(const Map& m, const RankLayout& r, const Bytes& full, std::size_t elem) {
+    Bytes want = *extract_shard(m, r.rank, full, elem);
+    const std::vector<bool> pad = padding_mask(r);
+    for (std::size_t i = 0; i < pad.size(); ++i)
+        if (pad[i]) std::fill_n(want.begin() + std::ptrdiff_t(i * elem), elem, kUnwritten);
+    return want;
+}
+
+// AFF-PLAN-EXACT: every element of every target shard written once, its padding never.
+bool written_exactly_once(const Plan& p, const Map& tgt) {
+    auto counts = coverage_count(p, tgt);
+    if (!counts.ok()) return false;
+    for (const RankLayout& r : tgt.ranks) {
+        const std::vector<bool> pad = padding_mask(r);
+        const auto& c = counts->at(r.rank);
+        for (std::size_t i = 0; i < c.size(); ++i)
+            if (c[i] != (pad[i] ? 0u : 1u)) return false;
+    }
+    return true;
+}
+
 // Plans, executes on fresh data, and checks AFF-PLAN-EXACT: result equals extraction from the full
-// tensor, every target element written exactly once. Returns the plan.
+// tensor, every target element written exactly once (padding never). Returns the plan.
 Plan plan_and_check(const Map& src, const Map& tgt, std::size_t elem, const ReplicaSelector& sel = nullptr) {
     auto p = plan(src, tgt, {}, sel);
     EXPECT_TRUE(p.ok()) << reason_name(p.refusal.reason) << ": " << p.refusal.message;
     if (!p.ok()) return {};
     Bytes full = tensor_bytes(src.shape, elem, 7);
-    Shards in = shards_of(src, full, elem), out = zeroed_shards(tgt, elem);
+    Shards in = shards_of(src, full, elem), out = poisoned_shards(tgt, elem);
     EXPECT_FALSE(execute_reference(*p, in, out, elem).has_value());
-    for (const RankLayout& r : tgt.ranks) EXPECT_EQ(out[r.rank], *extract_shard(tgt, r.rank, full, elem)) << r.rank;
-    auto counts = coverage_count(*p, tgt);
-    EXPECT_TRUE(counts.ok());
-    for (const auto& [rank, c] : *counts)
-        EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](uint32_t x) { return x == 1; })) << "rank " << rank;
+    for (const RankLayout& r : tgt.ranks) EXPECT_EQ(out[r.rank], expected_shard(tgt, r, full, elem)) << r.rank;
+    EXPECT_TRUE(written_exactly_once(*p, tgt));
     return *p;
 }
 
@@ -292,7 +322,7 @@ TEST(AffineModel, AFF_MAP_VALID_RefusesArityMismatch) {
     m.ranks[0].pieces[0].shard_strides = {1};
     expect_refused(m, Reason::ArityMismatch);
     m = rows2();
-    m.ranks[1].shard_shape = {12};
+    m.ranks[1].pieces[0].extents = {12};  // (a shard_shape of another arity is a flat shard: AFF-MAP-FLAT)
     expect_refused(m, Reason::ArityMismatch);
 }
 
@@ -633,4 +663,324 @@ TEST(AffineModel, AFF_SCALAR_EmptyPiecesPlanAndExecute) {
     plan_and_check(split_sizes({4, 3}, 0, {0, 4, 0}, {0, 1, 2}), split_sizes({4, 3}, 1, {3, 0}, {5, 6}), 4);
     Plan p = plan_and_check(replicated({0, 3}, {0}), split_even({0, 3}, 1, {1, 2}), 4);  // an empty tensor
     EXPECT_TRUE(p.segments.empty());
+}
+
+// ===================== AFF-MAP-FLAT =====================
+
+namespace {
+
+// A flat rank layout: a 1-D shard of `size` elements holding elements begin .. end - 1 of the
+// tensor's flattening from shard element `at` on, the rest padding.
+RankLayout flat_rank(int rank, const Shape& shape, int64_t size, int64_t begin, int64_t end, int64_t at = 0) {
+    RankLayout r{rank, {size}, flat_pieces(shape, begin, end, at, rank), {}};
+    if (at > 0) r.padding.push_back({0, at});
+    if (at + end - begin < size) r.padding.push_back({at + end - begin, size - (at + end - begin)});
+    return r;
+}
+
+// [4, 6] over ranks 0 and 1 as ZeRO-3 does it with a world of 2 and 14-element partitions: rank 0
+// holds elements 0..13 (rows 0-1 and row 2's first two), rank 1 elements 14..23 and 4 of padding.
+Map flat_4x6() { return Map{{4, 6}, {flat_rank(0, {4, 6}, 14, 0, 14), flat_rank(1, {4, 6}, 14, 14, 24)}}; }
+
+// A random map of `shape`: a ZeRO-3 flat layout (gen_flat_map) or a builder layout.
+Map gen_flat_or_builder(const Shape& shape) {
+    if (*rc::gen::arbitrary<bool>()) return gen_layout(shape);
+    return xmc::conformance::gen_flat_map(shape, gen_ranks());
+}
+
+}  // namespace
+
+TEST(AffineModel, AFF_MAP_FLAT_OneDimensionalShardHoldsRowsOfATwoDimensionalParameter) {
+    const Map m = flat_4x6();
+    ASSERT_FALSE(validate(m).has_value()) << validate(m)->message << "\n" << to_json(m);
+    // Rank 1's slice starts mid-row: the rest of row 2, then row 3; no piece per row.
+    const auto& p = m.ranks[1].pieces;
+    ASSERT_EQ(p.size(), 2u);
+    EXPECT_EQ(p[0].extents, (Shape{1, 4}));
+    EXPECT_EQ(p[0].logical_offset, 14);
+    EXPECT_EQ(p[1].extents, (Shape{1, 6}));
+    EXPECT_EQ(p[1].shard_offset, 4);
+    EXPECT_EQ(m.ranks[1].padding, (std::vector<Span>{{10, 4}}));
+    // To rows, to columns, to a replica, and from each of them back: exact, padding never written.
+    for (const Map& other : {split_even({4, 6}, 0, {0, 1}), split_even({4, 6}, 1, {0, 1, 2}), replicated({4, 6}, {5})}) {
+        plan_and_check(m, other, 4);
+        plan_and_check(other, m, 2);
+    }
+    plan_and_check(m, m, 8);
+    // The old way of bending it, a [1, 14] shard with one piece per partial row, is still valid; the
+    // shard of 14 elements as one dim is now a flat shard, no longer an arity mismatch.
+    Map rows = rows2();
+    rows.ranks[1].shard_shape = {12};
+    EXPECT_FALSE(validate(rows).has_value());
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_SliceStartingMidRowIsAFewBoxes) {
+    // [5, 7], elements 3 .. 29: the end of row 0, rows 1-3, the start of row 4.
+    std::vector<Piece> p = flat_pieces({5, 7}, 3, 30, 0, 0);
+    ASSERT_EQ(p.size(), 3u);
+    EXPECT_EQ(p[0].extents, (Shape{1, 4}));
+    EXPECT_EQ(p[1].extents, (Shape{3, 7}));
+    EXPECT_EQ(p[2].extents, (Shape{1, 2}));
+    EXPECT_EQ(p[2].shard_offset, 25);
+    EXPECT_EQ(p[1].shard_strides, (Shape{7, 1}));
+    // 3-D: at most 2 * 3 - 1 boxes, covering the range exactly once, in order.
+    for (int64_t begin = 0; begin <= 60; ++begin)
+        for (int64_t end = begin; end <= 60; end += 7) {
+            p = flat_pieces({3, 4, 5}, begin, end, 100, 2);
+            EXPECT_LE(p.size(), 5u);
+            int64_t at = begin;
+            for (const Piece& q : p) {
+                EXPECT_EQ(q.logical_offset, at);
+                at += numel(q.extents);
+            }
+            EXPECT_EQ(at, end);
+            Map m{{3, 4, 5}, {RankLayout{2, {100 + end - begin}, p, {{0, 100}}}}};
+            EXPECT_FALSE(validate(m).has_value()) << begin << ".." << end << ": " << validate(m)->message;
+        }
+    EXPECT_EQ(flat_pieces({}, 0, 1, 0, 0).size(), 1u);  // a scalar in a flat shard
+    EXPECT_TRUE(flat_pieces({4, 6}, 5, 5, 0, 0).empty());
+    EXPECT_THROW(flat_pieces({4, 6}, 5, 25, 0, 0), std::invalid_argument);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_RefusesOverlappingPiecesInTheFlatShard) {
+    Map m = flat_4x6();
+    m.ranks[1].pieces[1].shard_offset = 3;  // row 3 starts on the last element of row 2's part
+    m.ranks[1].padding = {{9, 5}};
+    expect_refused(m, Reason::ShardOverlap);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_RefusesPieceLeavingTheFlatShard) {
+    Map m = flat_4x6();
+    m.ranks[1].pieces[1].shard_offset = 9;  // 6 elements from 9 on: past the 14-element shard
+    m.ranks[1].padding = {{4, 5}};
+    expect_refused(m, Reason::PieceOutsideShard);
+    m = flat_4x6();
+    m.ranks[0].pieces[0].shard_offset = -1;
+    expect_refused(m, Reason::PieceOutsideShard);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_RefusesPaddingWritten) {
+    Map m = flat_4x6();
+    m.ranks[1].padding = {{9, 5}};  // padding over the last element of row 3
+    expect_refused(m, Reason::PaddingWritten);
+    // In a shard with the tensor's dims too: padding is counted in the shard's row-major order.
+    Map rows = split_even({4, 6}, 0, {0, 1});
+    rows.ranks[0].shard_shape = {3, 6};
+    rows.ranks[0].padding = {{11, 7}};  // row 1's last element and row 2
+    expect_refused(rows, Reason::PaddingWritten);
+    rows.ranks[0].padding = {{12, 6}};
+    EXPECT_FALSE(validate(rows).has_value()) << validate(rows)->message;
+    plan_and_check(rows, flat_4x6(), 4);
+    plan_and_check(flat_4x6(), rows, 4);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_RefusesNonPaddingLeftUntiled) {
+    Map m = flat_4x6();
+    m.ranks[1].padding = {{11, 3}};  // element 10: neither a piece's nor padding
+    expect_refused(m, Reason::ShardGap);
+    m.ranks[1].padding.clear();
+    expect_refused(m, Reason::ShardGap);  // padding not declared
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_RefusesPaddingOutsideTheShardOrOverlapping) {
+    for (Span bad : {Span{10, 5}, Span{-1, 2}, Span{10, -1}, Span{INT64_MAX, 2}}) {
+        Map m = flat_4x6();
+        m.ranks[1].padding = {bad};
+        expect_refused(m, Reason::PaddingOutsideShard);
+    }
+    Map m = flat_4x6();
+    m.ranks[1].padding = {{10, 3}, {12, 2}};
+    expect_refused(m, Reason::PaddingOverlap);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_RefusesPieceThatIsNotOneRunOfTheFlatShard) {
+    Map m = flat_4x6();
+    m.ranks[0].pieces[0].shard_strides = {7, 1};  // rows 0-1 with a gap between them in the shard
+    expect_refused(m, Reason::NotRowMajor);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_ShardOfPaddingOnlyNeedsNoPieces) {
+    Map m = flat_4x6();
+    m.ranks.push_back(RankLayout{7, {5}, {}, {{0, 5}}});
+    EXPECT_FALSE(validate(m).has_value()) << validate(m)->message;
+    plan_and_check(split_even({4, 6}, 1, {0, 1}), m, 4);
+    m.ranks.back().padding = {{0, 4}};  // one element left: it needs a piece
+    expect_refused(m, Reason::ShardWithoutPieces);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_ShardsOfAnyArity) {
+    // A 3-D tensor in 2-D flat shards, a 1-D tensor in a 2-D one, a scalar in a 1-D one.
+    Map m3{{2, 3, 4}, {RankLayout{0, {2, 7}, flat_pieces({2, 3, 4}, 0, 14, 0, 0), {}},
+                       RankLayout{1, {2, 6}, flat_pieces({2, 3, 4}, 14, 24, 1, 1), {{0, 1}, {11, 1}}}}};
+    ASSERT_FALSE(validate(m3).has_value()) << validate(m3)->message;
+    plan_and_check(m3, split_even({2, 3, 4}, 2, {0, 1, 2}), 2);
+    plan_and_check(block_cyclic({2, 3, 4}, 1, 1, {4, 5}), m3, 8);
+    Map m1{{5}, {RankLayout{3, {2, 3}, flat_pieces({5}, 0, 5, 0, 3), {{5, 1}}}}};
+    ASSERT_FALSE(validate(m1).has_value()) << validate(m1)->message;
+    plan_and_check(m1, split_even({5}, 0, {0, 1}), 1);
+    Map m0{{}, {RankLayout{0, {3}, flat_pieces({}, 0, 1, 2, 0), {{0, 2}}}}};
+    ASSERT_FALSE(validate(m0).has_value()) << validate(m0)->message;
+    plan_and_check(m0, replicated({}, {1, 2}), 4);
+    plan_and_check(replicated({}, {1, 2}), m0, 4);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_Zero3FlatIsTheConcatenatedAlignedPaddedBufferPartitioned) {
+    // Three parameters, alignment 4, world 3: starts 0, 8, 32; 35 elements padded to 36 = 3 x 12.
+    const std::vector<Shape> shapes{{2, 3}, {4, 6}, {3}};
+    const std::vector<int> ranks{5, 2, 9};
+    const FlatPartition f = zero3_flat(shapes, ranks, 4);
+    EXPECT_EQ(f.starts, (std::vector<int64_t>{0, 8, 32}));
+    EXPECT_EQ(f.partition, 12);
+    ASSERT_EQ(f.maps.size(), 3u);
+    // The flat buffer DeepSpeed makes: each parameter's elements at its start, zeros between.
+    const std::size_t elem = 2;
+    std::vector<Bytes> fulls;
+    Bytes flat(std::size_t(3 * f.partition) * elem, 0);
+    for (std::size_t p = 0; p < shapes.size(); ++p) {
+        fulls.push_back(tensor_bytes(shapes[p], elem, 11 + p));
+        std::copy(fulls[p].begin(), fulls[p].end(), flat.begin() + std::ptrdiff_t(std::size_t(f.starts[p]) * elem));
+    }
+    // Each rank's partition, assembled from the parameters' shards at their offsets, is its run of
+    // that buffer; every element of it lies in exactly one parameter's shard.
+    for (std::size_t k = 0; k < ranks.size(); ++k) {
+        Bytes partition(std::size_t(f.partition) * elem, 0);
+        std::vector<int> owners(std::size_t(f.partition), 0);
+        for (std::size_t p = 0; p < shapes.size(); ++p) {
+            const Map& m = f.maps[p];
+            ASSERT_FALSE(validate(m).has_value()) << validate(m)->message << "\n" << to_json(m);
+            ASSERT_EQ(m.ranks[k].rank, ranks[k]);
+            const Bytes shard = *extract_shard(m, ranks[k], fulls[p], elem);
+            const int64_t at = f.offsets[p][k];
+            std::copy(shard.begin(), shard.end(), partition.begin() + std::ptrdiff_t(std::size_t(at) * elem));
+            for (int64_t i = 0; i < numel(m.ranks[k].shard_shape); ++i) ++owners[std::size_t(at + i)];
+        }
+        EXPECT_TRUE(std::equal(partition.begin(), partition.end(),
+                               flat.begin() + std::ptrdiff_t(k * std::size_t(f.partition) * elem)))
+            << "rank " << ranks[k];
+        EXPECT_TRUE(std::all_of(owners.begin(), owners.end(), [](int n) { return n == 1; })) << "rank " << ranks[k];
+    }
+    // [4, 6] starts at 8: rank 5 holds its first 4 elements, rank 2 the next 12, rank 9 the last 8
+    // and the alignment padding after it (elements 32..35 of the buffer belong to [3]).
+    EXPECT_EQ(f.maps[1].ranks[0].shard_shape, Shape{4});
+    EXPECT_EQ(f.maps[1].ranks[2].shard_shape, Shape{8});
+    EXPECT_TRUE(f.maps[1].ranks[2].padding.empty());
+    EXPECT_EQ(f.maps[0].ranks[0].padding, (std::vector<Span>{{6, 2}}));  // [2, 3]: 6 elements, then 2 of padding
+    EXPECT_EQ(f.maps[2].ranks[2].padding, (std::vector<Span>{{3, 1}}));  // the buffer's tail
+    EXPECT_EQ(f.maps[2].ranks[0].shard_shape, Shape{0});
+    // Resharded to TP and back, each parameter is what it was; padding is never written.
+    for (std::size_t p = 0; p < shapes.size(); ++p) {
+        const Map tp = split_even(shapes[p], 0, {0, 1});
+        plan_and_check(f.maps[p], tp, elem);
+        plan_and_check(tp, f.maps[p], elem);
+    }
+    EXPECT_THROW(zero3_flat(shapes, {}, 4), std::invalid_argument);
+    EXPECT_THROW(zero3_flat(shapes, ranks, 0), std::invalid_argument);
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_PlanIsAFewSegmentsPerSlice) {
+    // ZeRO-3 over 8 ranks to TP 4 by rows: each (slice box, row block) meeting is one segment.
+    const Shape shape{64, 48};
+    const Map src = zero3_flat({shape}, {0, 1, 2, 3, 4, 5, 6, 7}, 16).maps[0];
+    const Plan p = plan_and_check(src, split_even(shape, 0, {0, 1, 2, 3}), 4);
+    EXPECT_LE(p.segments.size(), 8u);  // 384 elements = 8 whole rows per partition: one box each
+    const Plan q = plan_and_check(src, split_even(shape, 1, {0, 1, 2, 3}), 4);
+    EXPECT_LE(q.segments.size(), 32u);  // each partition's rows, one column block per target
+}
+
+TEST(AffineModel, AFF_MAP_FLAT_JsonRoundTripWithPadding) {
+    const Map m = flat_4x6();
+    const std::string text = to_json(m);
+    EXPECT_NE(text.find("\"padding\":[[10,4]]"), std::string::npos) << text;
+    EXPECT_EQ(to_json(rows2()).find("padding"), std::string::npos);  // none declared: none written
+    auto back = from_json(text);
+    ASSERT_TRUE(back.ok()) << back.refusal.message;
+    EXPECT_EQ(*back, m);
+    const std::string rank = R"({"shape":[2],"ranks":[{"rank":0,"shard_shape":[3],"pieces":[{"extents":[2],)"
+                             R"("logical_offset":0,"logical_strides":[1],"shard_offset":0,"shard_strides":[1],)"
+                             R"("locations":[0]}],"padding":)";
+    auto ok = from_json(rank + "[[2,1]]}]}");
+    ASSERT_TRUE(ok.ok()) << ok.refusal.message;
+    EXPECT_FALSE(validate(*ok).has_value());
+    for (const char* bad : {"{}", "[2,1]", "[[2]]", "[[2,1,0]]", "[[2.5,1]]", "[[\"2\",1]]"}) {
+        auto r = from_json(rank + bad + "}]}");
+        ASSERT_FALSE(r.ok()) << bad;
+        EXPECT_EQ(r.refusal.reason, Reason::MalformedField) << bad << ": " << r.refusal.message;
+    }
+}
+
+RC_GTEST_PROP(AffineModel, AFF_MAP_FLAT_RandomFlatLayoutsValidatePlanAndExecuteExactly, ()) {
+    const Shape shape = gen_shape(3);
+    const Map src = gen_flat_or_builder(shape), tgt = xmc::conformance::gen_flat_map(shape, gen_ranks());
+    const bool flat_source = *rc::gen::arbitrary<bool>();
+    const Map& from = flat_source ? tgt : src;  // a flat map on one side or both
+    const Map& to = flat_source ? src : tgt;
+    RC_ASSERT(!validate(from).has_value());
+    RC_ASSERT(!validate(to).has_value());
+    auto back = from_json(to_json(tgt));
+    RC_ASSERT(back.ok());
+    RC_ASSERT(*back == tgt);
+    const std::size_t elem = *rc::gen::element<std::size_t>(1, 2, 4, 8);
+    const Bytes full = tensor_bytes(shape, elem, *rc::gen::arbitrary<uint64_t>());
+    auto p = plan(from, to);
+    RC_ASSERT(p.ok());
+    Shards in = shards_of(from, full, elem), out = poisoned_shards(to, elem);
+    RC_ASSERT(!execute_reference(*p, in, out, elem).has_value());
+    for (const RankLayout& r : to.ranks) RC_ASSERT(out[r.rank] == expected_shard(to, r, full, elem));
+    RC_ASSERT(written_exactly_once(*p, to));
+    RC_ASSERT(*rebuild_full(from, in, elem) == full);
+    // AFF-PLAN-DETERMINISTIC holds for flat maps too.
+    auto q = plan(shuffled(from, *rc::gen::arbitrary<uint64_t>()), shuffled(to, *rc::gen::arbitrary<uint64_t>()));
+    RC_ASSERT(q.ok());
+    RC_ASSERT(*q == *p);
+}
+
+RC_GTEST_PROP(AffineModel, AFF_MAP_FLAT_BrokenFlatLayoutsRefusedWithTheirReason, ()) {
+    // A random flat layout with one thing broken: each refused with its own reason.
+    const Shape shape = gen_shape(3);
+    Map m = xmc::conformance::gen_flat_map(shape, gen_ranks());
+    RC_ASSERT(!validate(m).has_value());
+    std::vector<std::size_t> with_pieces;
+    for (std::size_t k = 0; k < m.ranks.size(); ++k) {
+        if (!m.ranks[k].pieces.empty() && numel(m.ranks[k].pieces[0].extents) > 0) with_pieces.push_back(k);
+    }
+    RC_PRE(!with_pieces.empty());
+    RankLayout& r = m.ranks[*rc::gen::elementOf(with_pieces)];
+    Piece& piece = r.pieces[0];
+    const int64_t size = numel(r.shard_shape);
+    switch (pick(0, 4)) {
+        case 0: {  // the piece's run moved past the shard's end
+            piece.shard_offset = size - numel(piece.extents) + 1;
+            RC_ASSERT(validate(m)->reason == Reason::PieceOutsideShard);
+            break;
+        }
+        case 1: {  // one of its elements declared padding too
+            r.padding.push_back({piece.shard_offset, 1});
+            RC_ASSERT(validate(m)->reason == Reason::PaddingWritten);
+            break;
+        }
+        case 2: {  // an element of it no longer held: neither a piece's nor padding
+            if (piece.extents.empty() || numel(piece.extents) < 2) {
+                r.pieces.erase(r.pieces.begin());
+                const Reason want = r.pieces.empty() ? Reason::ShardWithoutPieces : Reason::ShardGap;
+                RC_ASSERT(validate(m)->reason == want);
+                break;
+            }
+            std::size_t axis = 0;
+            while (piece.extents[axis] < 2) ++axis;
+            piece.extents[axis] -= 1;
+            if (r.shard_shape.size() != shape.size()) piece.shard_strides = row_major_strides(piece.extents);  // flat
+            const auto v = validate(m);
+            RC_ASSERT(v.has_value());
+            RC_ASSERT(v->reason == Reason::ShardGap || v->reason == Reason::NotRowMajor);
+            break;
+        }
+        default: {  // its run overlapping another piece's, or the padding after it
+            RC_PRE(r.pieces.size() + r.padding.size() >= 2);
+            piece.shard_offset += 1;
+            const auto v = validate(m);
+            RC_ASSERT(v.has_value());
+            RC_ASSERT(v->reason == Reason::ShardOverlap || v->reason == Reason::PaddingWritten ||
+                      v->reason == Reason::PieceOutsideShard);
+        }
+    }
 }

@@ -119,10 +119,7 @@ const Shape kShape{8, 6};
 
 // ---------- random cases (rapidcheck; identical on every rank) ----------
 
-template <class T>
-T pick(T lo, T hi) {  // uniform in [lo, hi) whatever rapidcheck's current size
-    return *rc::gen::resize(rc::kNominalSize, rc::gen::inRange<T>(lo, hi));
-}
+// pick(): transfer_env.hpp.
 
 // A non-empty subset of the world's labels, in random order.
 std::vector<int> gen_ranks(int world_size) {
@@ -678,6 +675,110 @@ TEST_P(TransferTest, AFF_NO_HANG_SenderOfAChunkTheReceiverRefusesReturns) {
     spec.fail_op = [](const RankEnv &env) { return env.world_rank == 1 ? int64_t{0} : int64_t{-1}; };  // its first receive
     EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
         failed_in_time(r, f);
+    })));
+}
+
+// ===================== AFF-MAP-FLAT =====================
+
+// AFF-MAP-FLAT: every padding element of this rank's target is still poisoned, whatever the rest
+// (exact() checks the whole storage against the oracle; this says which bytes were padding).
+void padding_untouched(const RankEnv &env, const RankResult &r, Failures &f) {
+    const aff::RankLayout *t = layout_of(r.c->target, env.label());
+    if (!t) return;
+    auto it = r.c->tgt_layout.find(env.label());
+    const Layout l = it != r.c->tgt_layout.end() ? it->second : dense_layout(t->shard_shape);
+    const std::vector<bool> pad = aff::padding_mask(*t);
+    const size_t elem = r.c->elem;
+    for (size_t i = 0; i < pad.size(); ++i) {
+        if (!pad[i]) continue;
+        const size_t at = size_t(storage_element(t->shard_shape, l, int64_t(i))) * elem;
+        if (std::any_of(r.tgt->store.begin() + std::ptrdiff_t(at), r.tgt->store.begin() + std::ptrdiff_t(at + elem),
+                        [](uint8_t b) { return b != kPoison; })) {
+            f.push_back("padding element " + std::to_string(i) + " of the target shard was written");
+            return;
+        }
+    }
+}
+
+// A shard of a flat map: the executors address it as runs (other dims than the tensor's).
+bool flat_shard(const aff::Map &m, const aff::RankLayout &r) { return r.shard_shape.size() != m.shape.size(); }
+
+// A random case with a ZeRO-3 flat layout (gen_flat_map) on one side or both, the other side a
+// builder's layout; element sizes, budgets and layouts as gen_case (flat shards: gen_flat_layout).
+Case gen_flat_case(int world_size) {
+    const Shape shape = gen_shape(0, 3, 7);
+    const aff::Map flat = gen_flat_map(shape, gen_ranks(world_size));
+    const aff::Map other = *rc::gen::arbitrary<bool>() ? gen_flat_map(shape, gen_ranks(world_size)) : gen_map(shape, world_size);
+    const bool to_flat = *rc::gen::arbitrary<bool>();
+    const size_t elem = *rc::gen::elementOf(std::vector<size_t>{1, 2, 4, 8});
+    const uint64_t budget = *rc::gen::elementOf(std::vector<uint64_t>{elem, elem + 1, 7 * elem + 3, 64, 1000, 1 << 20});
+    Case c = make_case(to_flat ? other : flat, to_flat ? flat : other, elem, budget);
+    c.data_seed = *rc::gen::arbitrary<uint64_t>();
+    for (const auto &r : c.source.ranks)
+        c.src_layout[r.rank] = flat_shard(c.source, r) ? gen_flat_layout(r.shard_shape) : gen_layout(r.shard_shape);
+    for (const auto &r : c.target.ranks)
+        c.tgt_layout[r.rank] = flat_shard(c.target, r) ? gen_flat_layout(r.shard_shape) : gen_layout(r.shard_shape);
+    return c;
+}
+
+// A [7, 5] parameter between two others in ZeRO-3's flat buffer over the world (alignment 4: padding
+// after it), to rows, to columns and back. Each rank's flat shard of it is bound inside that rank's
+// whole partition, at its offset: the other parameters' elements and the padding around it are
+// poisoned and must stay so.
+TEST_P(TransferTest, AFF_MAP_FLAT_Zero3ToTensorParallelAndBackInsideThePartition) {
+    const std::vector<int> all = labels_of(world().size());
+    const Shape shape{7, 5};
+    const aff::FlatPartition flat = aff::zero3_flat({{3}, shape, {2, 3}}, all, 4);
+    const aff::Map &zero = flat.maps[1];
+    std::map<int, Layout> in_partition;
+    for (size_t k = 0; k < all.size(); ++k)
+        in_partition[all[k]] = Layout{flat.offsets[1][k], {1}, uint64_t(flat.partition)};
+    for (size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}})
+        for (const aff::Map &tp : {aff::split_even(shape, 0, all), aff::split_even(shape, 1, all)}) {
+            Case there = make_case(zero, tp, elem, 3 * elem + 1), back = make_case(tp, zero, elem, 3 * elem + 1);
+            there.src_layout = back.tgt_layout = in_partition;
+            for (const Case *c : {&there, &back})
+                EXPECT_TRUE(all_ranks_passed(run(*c, {}, [](const RankEnv &env, const RankResult &r, Failures &f) {
+                    status_ok(r, f);
+                    exact(r, f);
+                    padding_untouched(env, r, f);
+                }))) << "element size " << elem << (c == &there ? ", from ZeRO-3" : ", to ZeRO-3");
+        }
+}
+
+TEST_P(TransferTest, AFF_MAP_FLAT_RandomFlatLayoutsElementSizesAndBuffers) {
+    check_property([] { return gen_flat_case(world().size()); },
+                   [](const RankEnv &env, const RankResult &r, Failures &f) {
+                       status_ok(r, f);
+                       exact(r, f);
+                       padding_untouched(env, r, f);
+                   });
+}
+
+// A run of a flat shard is placed on evenly spaced buffer elements only: a 3-D flat shard of a 2-D
+// tensor in a buffer with padded rows is refused by every rank before any write (not written
+// across its rows).
+TEST_P(TransferTest, AFF_MAP_FLAT_FlatShardOnUnevenlySpacedBufferRefusedBeforeAnyWrite) {
+    const std::vector<int> all = labels_of(world().size());
+    aff::Map zero = aff::zero3_flat({kShape}, all, 1).maps[0];  // 48 / world elements each
+    aff::RankLayout *bad = nullptr;
+    for (auto &r : zero.ranks)
+        if (r.rank == kBadRank) bad = &r;
+    ASSERT_TRUE(bad != nullptr && bad->shard_shape[0] % 2 == 0);
+    bad->shard_shape = {1, 2, bad->shard_shape[0] / 2};  // the same runs, counted in a 3-D shard
+    ASSERT_FALSE(aff::validate(zero).has_value());
+    Case c = make_case(aff::split_even(kShape, 0, all), zero, 4, 4096);
+    c.tgt_layout[kBadRank] = make_layout(bad->shard_shape, row_major_order(bad->shard_shape), 1, 3, 0, 0);
+    RunSpec spec;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        refused_untouched(r, f);
+    })));
+    c.tgt_layout[kBadRank] = make_layout(bad->shard_shape, row_major_order(bad->shard_shape), 2, 0, 3, 1);
+    EXPECT_TRUE(all_ranks_passed(run(c, {}, [](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);  // every other element, rows not padded: evenly spaced
+        exact(r, f);
+        padding_untouched(env, r, f);
     })));
 }
 

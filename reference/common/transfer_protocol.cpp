@@ -141,8 +141,11 @@ std::string check_request(const xmc_transfer_args &a, Work &w, Executor &ex) {
     }
     // AFF-REFUSE-BEFORE-WRITE: refused, so a declared target is never silently left unwritten (a rank
     // whose target map had no pieces).
-    // A declared target must be written whole (a shard the plan never writes is a mismatch).
-    if (has_tgt && written != tgt_n)
+    // A declared target must be written whole (a shard the plan never writes is a mismatch), or,
+    // where its shard holds padding that no plan writes (AFF-MAP-FLAT), in part: never more than
+    // the shard, never none of a non-empty one. (The plan does not say where the padding lies; the
+    // planner writes every other element exactly once, AFF-PLAN-EXACT.)
+    if (has_tgt && (written > tgt_n || (tgt_n > 0 && written == 0)))
         return "the plan writes " + to_string(written) + " elements of this rank's target shard of " +
                to_string(tgt_n);
 
@@ -208,13 +211,70 @@ bool reach(const xmc_shard_buffer &b, int64_t *lo, int64_t *hi) {
     return true;
 }
 
+namespace {
+
+// AFF-MAP-FLAT: a segment that addresses the shard with its own strides (a piece of a flat shard:
+// element i at shard element offset + sum(i[d] * strides[d])), on a buffer whose shard elements
+// are evenly spaced (every 1-D buffer): shard element k at b.offset + k * step.
+std::string place_run(const xmc_segment &s, int64_t offset, const int64_t *strides, const xmc_shard_buffer &b,
+                      int64_t numel, View *v) {
+    // The storage stride of one shard element: the innermost axis longer than 1 sets it, and every
+    // other such axis must be that times its row-major stride.
+    int64_t step = 0, row = 1;
+    for (int d = b.ndim; d-- > 0;) {
+        if (b.shape[d] <= 1) continue;
+        if (step == 0) step = b.strides[d];
+        int64_t want = 0;
+        if (__builtin_mul_overflow(step, row, &want) || b.strides[d] != want)
+            return "addresses its shard as a run of elements, and the buffer's elements are not evenly spaced";
+        row *= b.shape[d];  // (at most the shard's element count)
+    }
+    int64_t lo = offset, hi = offset;  // the shard elements the box reaches
+    for (int d = 0; d < s.ndim; ++d) {
+        int64_t reach = 0;
+        if (s.extents[d] > 1 && strides[d] == 0) return "has stride 0 on axis " + to_string(d);
+        if (__builtin_mul_overflow(s.extents[d] - 1, strides[d], &reach) ||
+            (reach < 0 ? __builtin_add_overflow(lo, reach, &lo) : __builtin_add_overflow(hi, reach, &hi)))
+            return "has offsets that overflow";
+    }
+    if (lo < 0 || hi >= numel) return "leaves its shard of " + to_string(numel) + " elements";
+    // Distinct elements: by |stride|, each axis steps past what the faster ones reach (as a target's
+    // buffer must; a box from the planner always does).
+    std::vector<std::pair<int64_t, int64_t>> axes;
+    for (int d = 0; d < s.ndim; ++d)
+        if (s.extents[d] > 1) axes.emplace_back(strides[d] < 0 ? -strides[d] : strides[d], s.extents[d]);
+    std::sort(axes.begin(), axes.end());
+    int64_t reached = 0;
+    for (auto [stride, size] : axes) {
+        if (stride <= reached) return "has strides that make its elements share shard elements";
+        reached += stride * (size - 1);  // (within hi - lo: no overflow)
+    }
+    v->ndim = s.ndim;
+    v->base = b.offset + offset * step;
+    for (int d = 0; d < s.ndim; ++d) {
+        v->ext[d] = s.extents[d];
+        v->stride[d] = strides[d] * step;
+    }
+    return "";
+}
+
+}  // namespace
+
 // AFF-EXEC-EXACT: a segment's box on the buffer's own strides and offset.
 std::string place(const xmc_segment &s, int64_t offset, const int64_t *strides, const xmc_shard_buffer &b,
                   View *v) {
-    if (b.ndim != s.ndim) return "has " + to_string(s.ndim) + " dims, the buffer " + to_string(b.ndim);
     int64_t numel = 0;
     shard_numel(b.ndim, b.shape, &numel);
     if (offset < 0 || offset >= numel) return "starts at element " + to_string(offset) + ", outside its shard";
+    // AFF-MAP-FLAT: a segment with other dims than its shard, or other strides than the shard's
+    // row-major ones, addresses the shard as a run of elements (a piece of a flat shard).
+    bool box = b.ndim == s.ndim;
+    int64_t rm = 1;  // the shard's row-major stride of axis d
+    for (int d = s.ndim; box && d-- > 0;) {
+        if (s.extents[d] > 1 && strides[d] != rm) box = false;
+        rm *= b.shape[d];  // (at most the shard's element count)
+    }
+    if (!box) return place_run(s, offset, strides, b, numel, v);
     v->ndim = s.ndim;
     v->base = b.offset;
     int64_t row = numel;  // the row-major stride of axis d

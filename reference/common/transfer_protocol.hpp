@@ -89,7 +89,9 @@ bool shard_numel(int ndim, const int64_t *shape, int64_t *n);
 // false on overflow.
 bool reach(const xmc_shard_buffer &b, int64_t *lo, int64_t *hi);
 // Places one side of a non-empty segment (offset and strides in the shard's row-major order) on a
-// buffer already checked. The segment must be a box inside the shard. Returns why not, or "".
+// buffer already checked. The segment must be a box inside the shard, or (AFF-MAP-FLAT: a piece of
+// a flat shard, with other dims or strides than the shard's) distinct elements inside the shard
+// on a buffer whose elements are evenly spaced. Returns why not, or "".
 std::string place(const xmc_segment &s, int64_t offset, const int64_t *strides, const xmc_shard_buffer &b, View *v);
 // A transport's answer as a status: 0 is done, XMC_ERR_TIMEOUT a timeout, anything else a peer failure.
 xmc_status transport_status(int rc);

@@ -11,8 +11,8 @@ namespace xmc::affine::detail {
 namespace {
 
 bool canonical_less(const Placed& a, const Placed& b) {
-    return std::tie(a.rank, a.logical.lo, a.logical.ext, a.shard_corner) <
-           std::tie(b.rank, b.logical.lo, b.logical.ext, b.shard_corner);
+    return std::tie(a.rank, a.logical.lo, a.logical.ext, a.shard_corner, a.frame.base) <
+           std::tie(b.rank, b.logical.lo, b.logical.ext, b.shard_corner, b.frame.base);
 }
 
 }  // namespace

@@ -95,18 +95,33 @@ void for_each_index(const Index& ext, F&& f) {
 std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<const Box*>& a,
                                                                    const std::vector<const Box*>* b);
 
-// A non-empty piece: its rank, its logical box, where that box starts in the shard, its locations
-// (the piece's own list, in input order: distinct ranks, as validate_form checked), and the shape
-// of its rank's shard.
+// AFF-MAP-FLAT: the boxes of a row-major array of `shape` that cover its elements begin .. end - 1
+// (0 <= begin <= end <= numel(shape)), in order: each is one run of the array (a partial row,
+// whole rows, whole planes, ...), at most 2 * dims - 1 of them; none for an empty range.
+std::vector<Box> range_boxes(const Index& shape, int64_t begin, int64_t end);
+
+// Where the corners of a piece's parts lie in its shard: corner c is shard element
+// base + ravel(c, *shape). A box of its shard: the shard's shape and base 0 (one frame for all the
+// boxes of a rank; the corner is the box's corner in the shard). A run of a flat shard
+// (AFF-MAP-FLAT): the piece's own extents and its shard_offset (one frame per run; the corner
+// counts from the run's first element). `shape` points into the map, so it names the frame.
+struct Frame {
+    const std::vector<int64_t>* shape;
+    int64_t base;
+};
+
+// A non-empty piece: its rank, its logical box, its locations (the piece's own list, in input
+// order: distinct ranks, as validate_form checked), and where it sits in its shard: element
+// (logical.lo + i) has the corner shard_corner + i in its frame.
 struct Placed {
     int rank;
     Box logical;
     Index shard_corner;
     const std::vector<int>* locations;
-    const std::vector<int64_t>* shard_shape;
+    Frame frame;
 };
 // Sorts the non-empty pieces of a map (gathered by validate_map while it checks them) into a
-// canonical order (rank, logical corner, extents, shard corner) that does not depend on the input's order.
+// canonical order (rank, logical corner, extents, shard corner, frame base) that does not depend on the input's order.
 void sort_placed(std::vector<Placed>& placed);
 
 // A part of the logical tensor held whole by each rank in `holders`: (rank, index of the source
@@ -125,7 +140,8 @@ std::vector<Cell> source_cells(const std::vector<Placed>& src,
                                const std::vector<std::pair<std::size_t, std::size_t>>& overlaps);
 
 // validate(), which computes a valid map's placed pieces and cells anyway: hands them back (each
-// output may be null) so that the planner does not compute them again.
+// output may be null) so that the planner does not compute them again. The placed pieces point
+// into the map.
 std::optional<Refusal> validate_map(const Map& m, std::vector<Placed>* placed, std::vector<Cell>* cells);
 
 }  // namespace xmc::affine::detail

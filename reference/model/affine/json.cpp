@@ -2,7 +2,8 @@
 // {"shape": [4, 6], "ranks": [{"rank": 0, "shard_shape": [2, 6], "pieces": [{"extents": [2, 6],
 //   "logical_offset": 0, "logical_strides": [6, 1], "shard_offset": 0, "shard_strides": [6, 1],
 //   "locations": [0], "scale": 1.0}]}]}
-// "scale" is optional (default 1). Unknown keys are ignored. Parsing never throws: bad JSON gives
+// "scale" is optional (default 1). A rank's "padding" (AFF-MAP-FLAT) is optional: [[offset, count], ...],
+// written only when the rank declares some. Unknown keys are ignored. Parsing never throws: bad JSON gives
 // MalformedJson, a missing or mistyped field MalformedField. Meaning is checked by validate().
 #include "detail.hpp"
 
@@ -84,6 +85,20 @@ Map read_map(const json& j, Reader& rd) {
             }
             rl.pieces.push_back(std::move(p));
         }
+        if (r.contains("padding")) {  // (r is an object: "pieces" was found in it)
+            const json& pad = r["padding"];
+            if (!pad.is_array()) rd.fail(w + " padding must be an array");
+            else
+                for (const json& sp : pad) {
+                    if (!sp.is_array() || sp.size() != 2) {
+                        rd.fail(w + " padding span must be [offset, count]");
+                        break;
+                    }
+                    rl.padding.push_back({rd.integer(&sp[0], "padding offset", kI64Min, kI64Max),
+                                          rd.integer(&sp[1], "padding count", kI64Min, kI64Max)});
+                }
+            if (rd.error) return m;
+        }
         m.ranks.push_back(std::move(rl));
     }
     return m;
@@ -118,6 +133,10 @@ std::string to_json(const Map& m) {
                                     {"shard_strides", p.shard_strides},
                                     {"locations", p.locations},
                                     {"scale", p.scale}});
+        if (!r.padding.empty()) {
+            jr["padding"] = json::array();
+            for (const Span& sp : r.padding) jr["padding"].push_back({sp.offset, sp.count});
+        }
         j["ranks"].push_back(std::move(jr));
     }
     return j.dump();

@@ -26,6 +26,9 @@ const char* reason_name(Reason r) {
         case Reason::LocationsOverlap: return "LocationsOverlap";
         case Reason::LocationsNotHeld: return "LocationsNotHeld";
         case Reason::ShardWithoutPieces: return "ShardWithoutPieces";
+        case Reason::PaddingOutsideShard: return "PaddingOutsideShard";
+        case Reason::PaddingOverlap: return "PaddingOverlap";
+        case Reason::PaddingWritten: return "PaddingWritten";
         case Reason::MalformedJson: return "MalformedJson";
         case Reason::MalformedField: return "MalformedField";
         case Reason::ShapeMismatch: return "ShapeMismatch";
@@ -115,6 +118,55 @@ bool intersect(const Box& a, const Box& b, Box* out) {
     out->lo = lo;
     out->ext = ext;
     return true;
+}
+
+namespace {
+// range_boxes() within the block of axes d.. whose corner on the axes before d is `corner`; begin
+// and end count elements from that block's first. `inner[d]` is the row-major stride of axis d.
+void range_boxes_from(const Index& shape, const Index& inner, std::size_t d, Index& corner, int64_t begin,
+                      int64_t end, std::vector<Box>& out) {
+    if (begin >= end) return;
+    if (d == shape.size()) {  // one element (the whole block of no axes)
+        out.push_back({corner, Index(shape.size(), 1)});
+        return;
+    }
+    auto box = [&](int64_t first, int64_t count) {  // indices first .. first + count - 1 of axis d, all of the rest
+        Box b{corner, shape};
+        for (std::size_t k = 0; k < d; ++k) b.ext[k] = 1;
+        b.lo[d] = first;
+        b.ext[d] = count;
+        for (std::size_t k = d + 1; k < shape.size(); ++k) b.lo[k] = 0;
+        out.push_back(b);
+    };
+    const int64_t step = inner[d];
+    int64_t first = begin / step, last = end / step;  // indices of axis d the range starts and ends in
+    const int64_t head = begin % step, tail = end % step;
+    if (first == last) {  // inside one index of axis d: a range of the next block
+        corner[d] = first;
+        range_boxes_from(shape, inner, d + 1, corner, head, tail, out);
+        corner[d] = 0;
+        return;
+    }
+    if (head != 0) {  // the partial block it starts in
+        corner[d] = first;
+        range_boxes_from(shape, inner, d + 1, corner, head, step, out);
+        corner[d] = 0;
+        ++first;
+    }
+    if (last > first) box(first, last - first);  // whole blocks
+    if (tail != 0) {  // the partial block it ends in
+        corner[d] = last;
+        range_boxes_from(shape, inner, d + 1, corner, 0, tail, out);
+        corner[d] = 0;
+    }
+}
+}  // namespace
+
+std::vector<Box> range_boxes(const Index& shape, int64_t begin, int64_t end) {
+    std::vector<Box> out;
+    Index corner(shape.size(), 0);
+    range_boxes_from(shape, row_major(shape), 0, corner, begin, end, out);
+    return out;
 }
 
 std::vector<std::pair<std::size_t, std::size_t>> overlapping_pairs(const std::vector<const Box*>& a,
@@ -254,7 +306,10 @@ std::optional<Refusal> validate_form(const Map& m) {
     const std::vector<int>* checked = nullptr;
     for (const RankLayout& r : m.ranks) {
         const auto rk = [&] { return "rank " + std::to_string(r.rank) + ": "; };
-        if (r.shard_shape.size() != n) return refuse(Reason::ArityMismatch, rk() + "shard_shape has wrong number of dims");
+        // AFF-MAP-FLAT: a shard of any number of dims (other than the tensor's: a flat shard).
+        if (r.shard_shape.size() > kMaxDims)
+            return refuse(Reason::TooManyDims, rk() + "shard_shape has " + std::to_string(r.shard_shape.size()) +
+                                                   " dims, at most 8");
         if (negative(r.shard_shape)) return refuse(Reason::NegativeExtent, rk() + "shard_shape is negative");
         if (checked_numel(r.shard_shape) < 0) return refuse(Reason::SizeOverflow, rk() + "shard_shape overflows");
         for (std::size_t i = 0; i < r.pieces.size(); ++i) {
@@ -294,6 +349,158 @@ std::optional<Refusal> piece_box(int64_t offset, const Index& extents, const Ind
     return std::nullopt;
 }
 
+// AFF-MAP-FLAT: the run of `count` elements from `offset` on inside a flat shard of `total`
+// elements, as a 1-D box into *out; else PieceOutsideShard. `what` names the piece.
+template <class What>
+std::optional<Refusal> piece_run(int64_t offset, int64_t count, int64_t total, const What& what, Box* out) {
+    int64_t end = 0;
+    if (offset < 0 || __builtin_add_overflow(offset, count, &end) || end > total)
+        return refuse(Reason::PieceOutsideShard, what() + "run of " + std::to_string(count) + " elements at shard element " +
+                                                     std::to_string(offset) + " leaves its flat shard of " +
+                                                     std::to_string(total) + " elements");
+    out->lo = Index{offset};
+    out->ext = Index{count};
+    return std::nullopt;
+}
+
+// What check_rank() reuses from rank to rank (allocated once per map).
+struct RankScratch {
+    std::vector<Box> in_shard;      // one rank's pieces in its shard, then its padding
+    std::vector<const Box*> boxes;  // pointers to them, for overlapping_pairs
+    Index run_strides;              // a piece of a flat shard: the row-major strides of its extents
+    Box lb, sb;                     // a piece's box in the tensor and in its shard
+};
+
+// AFF-MAP-FLAT: r's padding spans inside its shard of `shard_numel` elements; their element count
+// (saturating: overlapping spans are refused with the tiling) into *padded.
+std::optional<Refusal> padding_inside(const RankLayout& r, int64_t shard_numel, int64_t* padded) {
+    *padded = 0;
+    for (std::size_t k = 0; k < r.padding.size(); ++k) {
+        const Span& sp = r.padding[k];
+        int64_t end = 0;
+        if (sp.offset < 0 || sp.count < 0 || __builtin_add_overflow(sp.offset, sp.count, &end) || end > shard_numel)
+            return refuse(Reason::PaddingOutsideShard, "rank " + std::to_string(r.rank) + ": padding span " +
+                                                           std::to_string(k) + " (offset " + std::to_string(sp.offset) +
+                                                           ", count " + std::to_string(sp.count) +
+                                                           ") leaves its shard of " + std::to_string(shard_numel) +
+                                                           " elements");
+        if (__builtin_add_overflow(*padded, sp.count, padded)) *padded = INT64_MAX;
+    }
+    return std::nullopt;
+}
+
+// AFF-MAP-FLAT: r's padding as boxes of its shard, appended to `out` (a flat shard's spans are
+// runs of it, 1-D boxes; a box shard's are the boxes of range_boxes).
+void add_padding_boxes(const RankLayout& r, bool flat, const Index& shard_shape, std::vector<Box>& out) {
+    for (const Span& sp : r.padding) {
+        if (sp.count == 0) continue;
+        if (flat) out.push_back({Index{sp.offset}, Index{sp.count}});
+        else for (Box& b : range_boxes(shard_shape, sp.offset, sp.offset + sp.count)) out.push_back(std::move(b));
+    }
+}
+
+// The refusal for overlapping boxes of r's shard (`boxes`: its pieces, the first `piece_boxes`,
+// then its padding; `pairs` those that overlap): the worst pair decides, two pieces
+// (ShardOverlap), else a piece on padding (PaddingWritten), else two padding spans (PaddingOverlap).
+Refusal shard_overlap(const RankLayout& r, const std::vector<Box>& boxes, std::size_t piece_boxes,
+                      const std::vector<std::pair<std::size_t, std::size_t>>& pairs) {
+    auto pieces_in = [&](const std::pair<std::size_t, std::size_t>& q) {
+        return int(q.first < piece_boxes) + int(q.second < piece_boxes);
+    };
+    auto worst = pairs.front();
+    for (const auto& q : pairs)
+        if (pieces_in(q) > pieces_in(worst)) worst = q;
+    const std::string rk = "rank " + std::to_string(r.rank) + ": ";
+    const std::string at = to_string(boxes[std::max(worst.first, worst.second)].lo);
+    if (pieces_in(worst) == 2) return refuse(Reason::ShardOverlap, rk + "pieces overlap in the shard at " + to_string(boxes[worst.first].lo));
+    if (pieces_in(worst) == 1) return refuse(Reason::PaddingWritten, rk + "a piece covers padding of the shard at " + at);
+    return refuse(Reason::PaddingOverlap, rk + "padding spans overlap at " + at);
+}
+
+// Per rank of a map of `shape` (`total` elements, row-major `strides`): padding inside the shard;
+// every piece row-major and inside tensor and shard; the pieces and the padding tile the shard.
+// Appends the rank's non-empty pieces, each with its frame, to `placed`. (The rare paths, padding
+// and refusals, are functions of their own: this one runs for every rank of every map planned.)
+std::optional<Refusal> check_rank(const RankLayout& r, const Index& shape, int64_t total, const Index& strides,
+                                  std::vector<Placed>& placed, RankScratch& s) {
+    const Index shard_shape = r.shard_shape;
+    const int64_t shard_numel = numel(shard_shape);
+    // AFF-MAP-FLAT: a shard with another number of dims than the tensor's is flat: its
+    // elements are counted in row-major order and each piece is one run of them.
+    const bool flat = shard_shape.size() != shape.size();
+    // AFF-MAP-FLAT: padding spans inside the shard.
+    int64_t padded = 0;  // padding elements declared
+    if (!r.padding.empty())
+        if (auto e = padding_inside(r, shard_numel, &padded)) return e;
+    // AFF-MAP-VALID: a rank that declares a shard but no pieces (padding alone needs none).
+    if (r.pieces.empty() && padded < shard_numel)
+        return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
+                                                      to_string(r.shard_shape) + " but no pieces");
+    const Index shard_strides = row_major(shard_shape);
+    const bool pairs_possible = r.pieces.size() + r.padding.size() > 1;  // (a single piece overlaps nothing)
+    s.in_shard.clear();
+    int64_t covered = 0;
+    for (std::size_t i = 0; i < r.pieces.size(); ++i) {
+        const Piece& p = r.pieces[i];
+        const Index extents = p.extents;
+        const auto w = [&] { return where(r.rank, i); };
+        if (flat) s.run_strides = row_major(extents);
+        const Index& want = flat ? s.run_strides : shard_strides;  // the shard strides it must have
+        // AFF-MAP-VALID: strides not row-major along an axis of extent above one.
+        // Strides matter only along axes the piece walks (extent > 1).
+        for (std::size_t d = 0; d < extents.size(); ++d)
+            if (extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != want[d]))
+                return refuse(Reason::NotRowMajor,
+                              w() + "strides on axis " + std::to_string(d) + " are not row-major" +
+                                  (flat ? " (a piece of a flat shard is one run: its shard strides are the "
+                                          "row-major strides of its extents)"
+                                        : ""));
+        // AFF-SCALAR: an empty piece is valid and places nothing.
+        if (is_empty(extents)) {  // holds nothing: only its offsets must be sane
+            if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w() + "negative logical_offset");
+            if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w() + "negative shard_offset");
+            continue;
+        }
+        // AFF-MAP-VALID: a piece that leaves the logical tensor or its shard.
+        if (auto e = piece_box(p.logical_offset, extents, shape, total, Reason::PieceOutsideTensor,
+                               [&] { return w() + "logical "; }, &s.lb))
+            return e;
+        // AFF-MAP-FLAT: a piece of a flat shard is the run shard_offset .. + numel(extents) - 1.
+        if (auto e = flat ? piece_run(p.shard_offset, numel(extents), shard_numel, [&] { return w(); }, &s.sb)
+                          : piece_box(p.shard_offset, extents, shard_shape, shard_numel, Reason::PieceOutsideShard,
+                                      [&] { return w() + "shard "; }, &s.sb))
+            return e;
+        // A box of the shard is placed in the shard's frame, a run of a flat shard in its own.
+        placed.push_back({r.rank, s.lb, s.sb.lo, &p.locations, {&r.shard_shape, 0}});
+        if (flat) {
+            placed.back().shard_corner = Index(shape.size(), 0);
+            placed.back().frame = {&p.extents, p.shard_offset};
+        }
+        // Each piece fits in the shard, but their sum may not fit in int64 (pieces of
+        // a huge shard that overlap): saturate; more than the shard holds means the
+        // pairs below overlap, and that is the refusal.
+        if (__builtin_add_overflow(covered, numel(extents), &covered)) covered = INT64_MAX;
+        if (pairs_possible) s.in_shard.push_back(s.sb);
+    }
+    // AFF-MAP-VALID: a rank's pieces must tile its shard exactly.
+    // Exact tiling = no two pieces share a shard element, no piece is on padding (AFF-MAP-FLAT),
+    // and pieces and padding together cover all of it.
+    const std::size_t piece_boxes = s.in_shard.size();  // s.in_shard[0, piece_boxes): pieces; then padding
+    if (pairs_possible) add_padding_boxes(r, flat, shard_shape, s.in_shard);
+    s.boxes.clear();
+    if (s.in_shard.size() > 1)
+        for (const Box& b : s.in_shard) s.boxes.push_back(&b);
+    const auto pairs = s.in_shard.size() > 1 ? overlapping_pairs(s.boxes, nullptr)
+                                            : std::vector<std::pair<std::size_t, std::size_t>>{};
+    if (!pairs.empty()) return shard_overlap(r, s.in_shard, piece_boxes, pairs);
+    if (covered != shard_numel - padded) {
+        std::string what = "pieces cover " + std::to_string(covered);
+        if (!r.padding.empty()) what += " and padding " + std::to_string(padded);
+        return refuse(Reason::ShardGap, "rank " + std::to_string(r.rank) + ": " + what + " of " + std::to_string(shard_numel) + " shard elements");
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<Refusal> validate(const Map& m) { return validate_map(m, nullptr, nullptr); }
@@ -313,65 +520,9 @@ std::optional<Refusal> detail::validate_map(const Map& m, std::vector<Placed>* p
         for (const RankLayout& r : m.ranks) n += r.pieces.size();
         placed.reserve(n);
     }
-    // Per rank: every piece row-major and inside tensor and shard; the pieces tile the shard.
-    std::vector<Box> in_shard;  // one rank's pieces in its shard
-    Box lb, sb;                 // a piece's box in the tensor and in its shard (reused for every piece)
-    std::vector<const Box*> in_shard_boxes;  // pointers to them, for overlapping_pairs
-    for (const RankLayout& r : m.ranks) {
-        const Index shard_shape = r.shard_shape;
-        const int64_t shard_numel = numel(shard_shape);
-        // AFF-MAP-VALID: a rank that declares a shard but no pieces.
-        if (shard_numel > 0 && r.pieces.empty())
-            return refuse(Reason::ShardWithoutPieces, "rank " + std::to_string(r.rank) + " declares shard " +
-                                                          to_string(r.shard_shape) + " but no pieces");
-        const Index shard_strides = row_major(shard_shape);
-        in_shard.clear();
-        int64_t covered = 0;
-        for (std::size_t i = 0; i < r.pieces.size(); ++i) {
-            const Piece& p = r.pieces[i];
-            const Index extents = p.extents;
-            const auto w = [&] { return where(r.rank, i); };
-            // AFF-MAP-VALID: strides not row-major along an axis of extent above one.
-            // Strides matter only along axes the piece walks (extent > 1).
-            for (std::size_t d = 0; d < extents.size(); ++d)
-                if (extents[d] > 1 && (p.logical_strides[d] != strides[d] || p.shard_strides[d] != shard_strides[d]))
-                    return refuse(Reason::NotRowMajor, w() + "strides on axis " + std::to_string(d) + " are not row-major");
-            // AFF-SCALAR: an empty piece is valid and places nothing.
-            if (is_empty(extents)) {  // holds nothing: only its offsets must be sane
-                if (p.logical_offset < 0) return refuse(Reason::PieceOutsideTensor, w() + "negative logical_offset");
-                if (p.shard_offset < 0) return refuse(Reason::PieceOutsideShard, w() + "negative shard_offset");
-                continue;
-            }
-            // AFF-MAP-VALID: a piece that leaves the logical tensor or its shard.
-            if (auto e = piece_box(p.logical_offset, extents, shape, total, Reason::PieceOutsideTensor,
-                                   [&] { return w() + "logical "; }, &lb))
-                return e;
-            if (auto e = piece_box(p.shard_offset, extents, shard_shape, shard_numel, Reason::PieceOutsideShard,
-                                   [&] { return w() + "shard "; }, &sb))
-                return e;
-            // Each piece fits in the shard, but their sum may not fit in int64 (pieces of
-            // a huge shard that overlap): saturate; more than the shard holds means the
-            // pairs below overlap, and that is the refusal.
-            if (__builtin_add_overflow(covered, numel(extents), &covered)) covered = INT64_MAX;
-            placed.push_back({r.rank, lb, sb.lo, &p.locations, &r.shard_shape});
-            if (r.pieces.size() > 1) in_shard.push_back(sb);  // (a single piece overlaps nothing)
-        }
-        // AFF-MAP-VALID: a rank's pieces must tile its shard exactly.
-        // Exact tiling = no two pieces share a shard element, and together they cover all of it.
-        // (A single piece overlaps nothing.)
-        in_shard_boxes.clear();
-        if (in_shard.size() > 1)
-            for (const Box& b : in_shard) in_shard_boxes.push_back(&b);
-        const auto pairs = in_shard.size() > 1 ? overlapping_pairs(in_shard_boxes, nullptr)
-                                                : std::vector<std::pair<std::size_t, std::size_t>>{};
-        if (!pairs.empty())
-            return refuse(Reason::ShardOverlap, "rank " + std::to_string(r.rank) + ": pieces overlap in the shard at " +
-                                                    to_string(in_shard[pairs[0].first].lo));
-        if (covered != shard_numel)
-            return refuse(Reason::ShardGap, "rank " + std::to_string(r.rank) + ": pieces cover " +
-                                                std::to_string(covered) + " of " + std::to_string(shard_numel) +
-                                                " shard elements");
-    }
+    RankScratch scratch;
+    for (const RankLayout& r : m.ranks)
+        if (auto e = check_rank(r, shape, total, strides, placed, scratch)) return e;
     // AFF-MAP-VALID: pieces with different locations overlap.
     // Pieces that share a logical element must agree on who holds it.
     sort_placed(placed);
@@ -503,6 +654,73 @@ Map block_rows(const std::vector<int64_t>& shape, int64_t replicated_rows, const
         holders.push_back({ranks[std::size_t(k)]});
     }
     return split(shape, 0, sizes, holders);
+}
+
+// AFF-MAP-FLAT: a ZeRO-3 slice of a parameter as boxes of it, each one run of the flat shard.
+// Several boxes rather than one piece per row: a slice is then at most 2 * dims - 1 pieces
+// whatever its length, each a box of the tensor (the planner's sort and sweep over logical boxes
+// is unchanged) and a run of the shard (tiling the shard is a sweep over intervals).
+std::vector<Piece> flat_pieces(const std::vector<int64_t>& shape, int64_t begin, int64_t end, int64_t shard_offset,
+                               int rank) {
+    if (begin < 0 || begin > end || end > numel(shape)) throw std::invalid_argument("flat_pieces: bad range");
+    std::vector<Piece> out;
+    const std::vector<int64_t> strides = row_major_strides(shape);
+    int64_t at = shard_offset;  // where the next box starts in the shard
+    for (const Box& b : range_boxes(shape, begin, end)) {
+        Piece p;
+        p.extents = b.ext;
+        p.logical_offset = ravel(b.lo, shape);
+        p.logical_strides = strides;
+        p.shard_offset = at;
+        p.shard_strides = row_major_strides(p.extents);
+        p.locations = {rank};
+        at += numel(p.extents);
+        out.push_back(std::move(p));
+    }
+    return out;
+}
+
+FlatPartition zero3_flat(const std::vector<std::vector<int64_t>>& shapes, const std::vector<int>& ranks,
+                         int64_t alignment) {
+    if (ranks.empty() || alignment <= 0) throw std::invalid_argument("zero3_flat: no ranks or alignment < 1");
+    const auto align_up = [](int64_t x, int64_t a) { return (x + a - 1) / a * a; };
+    FlatPartition f;
+    int64_t end = 0;  // the end of the parameters placed so far
+    for (const auto& shape : shapes) {
+        f.starts.push_back(align_up(end, alignment));
+        end = f.starts.back() + numel(shape);
+    }
+    const int64_t world = int64_t(ranks.size());
+    const int64_t total = align_up(end, world * alignment);
+    f.partition = total / world;
+    for (std::size_t p = 0; p < shapes.size(); ++p) {
+        const int64_t first = f.starts[p], last = first + numel(shapes[p]);  // its elements
+        const int64_t owned_end = p + 1 < shapes.size() ? f.starts[p + 1] : total;  // and the padding after them
+        // A 1-D parameter's shard has its dims: a box of it, like the runs of a flat shard.
+        Map m{shapes[p], {}};
+        std::vector<int64_t> offsets;
+        for (int64_t k = 0; k < world; ++k) {
+            const int64_t lo = std::max(first, k * f.partition), hi = std::min(owned_end, (k + 1) * f.partition);
+            RankLayout r{ranks[std::size_t(k)], {std::max<int64_t>(hi - lo, 0)}, {}, {}};
+            if (hi > lo) {
+                const int64_t data_end = std::min(hi, last);  // past it: padding
+                if (data_end > lo) r.pieces = flat_pieces(shapes[p], lo - first, data_end - first, 0, r.rank);
+                if (hi > std::max(data_end, lo)) r.padding.push_back({std::max(data_end, lo) - lo, hi - std::max(data_end, lo)});
+            }
+            offsets.push_back(hi > lo ? lo - k * f.partition : 0);
+            m.ranks.push_back(std::move(r));
+        }
+        f.maps.push_back(std::move(m));
+        f.offsets.push_back(std::move(offsets));
+    }
+    return f;
+}
+
+std::vector<bool> padding_mask(const RankLayout& r) {
+    std::vector<bool> mask(std::size_t(std::max<int64_t>(numel(r.shard_shape), 0)), false);
+    for (const Span& sp : r.padding)
+        for (int64_t i = sp.offset; i < sp.offset + sp.count; ++i) mask[std::size_t(i)] = true;
+    return mask;
 }
 
 // ---- oracle ----

@@ -12,11 +12,15 @@
 //     selector's answer, which must be one of the holders (InvalidReplicaChoice otherwise).
 //  5. Segments that are adjacent along one axis in both the source and the target shard are merged,
 //     and the list is sorted.
+// A piece of a flat shard (AFF-MAP-FLAT) is one run of it: its parts are placed in the frame of the
+// piece (a row-major array of its extents, from its shard_offset on), so steps 2-5 are those of
+// boxes; only segments in one frame merge.
 // Pieces are sorted first, so the plan does not depend on the order of pieces or ranks in the input.
 #include "detail.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <tuple>
 
@@ -28,11 +32,12 @@ namespace {
 
 // A segment before it is turned into offsets: corners in the source and target shards, and the
 // common extents. (Where the box sits in the logical tensor no longer matters once it is placed.)
+// Each corner is in the frame of its piece (detail::Frame: a rank's shard, or a run of a flat one).
 struct Raw {
     int src_rank, tgt_rank;
     Index sc, tc, ext;
-    const std::vector<int64_t>* src_shape;  // the source rank's shard shape
-    const std::vector<int64_t>* tgt_shape;  // the target rank's shard shape
+    Frame src_frame;
+    Frame tgt_frame;
 };
 
 // Merges pairs of segments that are adjacent along one axis in both the source and the target
@@ -59,6 +64,11 @@ void coalesce(std::vector<Raw>& segs) {
             auto group = [k, n](const Raw& a, const Raw& b) -> int64_t {
                 if (a.src_rank != b.src_rank) return a.src_rank < b.src_rank ? -1 : 1;
                 if (a.tgt_rank != b.tgt_rank) return a.tgt_rank < b.tgt_rank ? -1 : 1;
+                // AFF-MAP-FLAT: corners in different frames (runs of a flat shard) never merge.
+                // (A frame's shape points into the map and names it; std::less orders any pointers.)
+                const std::less<const std::vector<int64_t>*> before;
+                if (a.src_frame.shape != b.src_frame.shape) return before(a.src_frame.shape, b.src_frame.shape) ? -1 : 1;
+                if (a.tgt_frame.shape != b.tgt_frame.shape) return before(a.tgt_frame.shape, b.tgt_frame.shape) ? -1 : 1;
                 const int64_t sa = a.tc[k] - a.sc[k], sb = b.tc[k] - b.sc[k];
                 if (sa != sb) return sa < sb ? -1 : 1;
                 for (std::size_t d = 0; d < n; ++d) {
@@ -183,7 +193,7 @@ std::optional<Refusal> parts_to_copy(const Map& source, const Map& target, const
                 pick = std::size_t(it - candidates.begin());
             }
             const Placed& S = src[holders[pick].second];
-            Raw seg{S.rank, T.rank, box.lo, box.lo, box.ext, S.shard_shape, T.shard_shape};
+            Raw seg{S.rank, T.rank, box.lo, box.lo, box.ext, S.frame, T.frame};
             for (std::size_t d = 0; d < box.lo.size(); ++d) {  // the part's corner, moved into each shard
                 seg.sc[d] = S.shard_corner[d] + (box.lo[d] - S.logical.lo[d]);
                 seg.tc[d] = T.shard_corner[d] + (box.lo[d] - T.logical.lo[d]);
@@ -229,7 +239,8 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
     std::vector<Placement> order;
     order.reserve(raw.size());
     for (const Raw& r : raw)
-        order.push_back({r.tgt_rank, ravel(r.tc, *r.tgt_shape), r.src_rank, ravel(r.sc, *r.src_shape), &r});
+        order.push_back({r.tgt_rank, r.tgt_frame.base + ravel(r.tc, *r.tgt_frame.shape), r.src_rank,
+                         r.src_frame.base + ravel(r.sc, *r.src_frame.shape), &r});
     std::sort(order.begin(), order.end(), [](const Placement& a, const Placement& b) {
         return std::tie(a.tgt_rank, a.tgt_offset, a.src_rank, a.src_offset, a.raw->ext) <
                std::tie(b.tgt_rank, b.tgt_offset, b.src_rank, b.src_offset, b.raw->ext);
@@ -238,8 +249,8 @@ Result<Plan> plan(const Map& source, const Map& target, const Budgets& budgets, 
     p.shape = source.shape;
     p.segments.reserve(order.size());
     for (const Placement& o : order)
-        p.segments.push_back(Segment{o.src_rank, o.src_offset, row_major_strides(*o.raw->src_shape), o.tgt_rank,
-                                     o.tgt_offset, row_major_strides(*o.raw->tgt_shape), o.raw->ext});
+        p.segments.push_back(Segment{o.src_rank, o.src_offset, row_major_strides(*o.raw->src_frame.shape), o.tgt_rank,
+                                     o.tgt_offset, row_major_strides(*o.raw->tgt_frame.shape), o.raw->ext});
     p.digest = plan_digest(p.shape, p.segments);
     return p;
 }
