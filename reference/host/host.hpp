@@ -1,6 +1,7 @@
 // The host backend's instance and the entry points of each primitive.
 #pragma once
 #include "backend_table.hpp"
+#include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
 #include "transfer_protocol.hpp"
@@ -58,5 +59,8 @@ std::shared_ptr<Vmm> vmm_create();
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // Before the instance goes: waits for every slot's work, frees the slots, joins the workers.
 void vmm_close(Instance *in);
+// VMM-UNMAPPED-FAULTS: copy's refusal of bytes in a slot that is not mapped (slot_book.hpp's
+// check_copy_slots over this instance's slots); XMC_OK when no described byte lies in one.
+xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]);
 
 } // namespace xmc::host
