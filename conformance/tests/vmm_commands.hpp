@@ -672,7 +672,8 @@ struct FailBatch : VmmCmd {
                               return m.live_slot(x) && m.slots()[x].state ==
                                                            (remap ? SlotState::Released : SlotState::Mapped);
                           }));
-        at = static_cast<uint32_t>(*rc::gen::inRange<size_t>(0, slots.size()));
+        // At full size: inRange scales with the generation size, which kept `at` at 0.
+        at = static_cast<uint32_t>(*rc::gen::resize(rc::kNominalSize, rc::gen::inRange<size_t>(0, slots.size())));
         for (size_t i = 0; i < slots.size(); ++i) tags.push_back(*rc::gen::inRange(1, 1 << 30));
     }
     void checkPreconditions(const SlotModel &m) const override {
