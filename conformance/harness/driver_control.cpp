@@ -92,6 +92,7 @@ bool cuda_control(DriverControl *c, std::string *why) {
         *why = "backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection";
         return false;
     }
+    resolve(h, "xmc_fake_cuda_second_releases", &c->second_releases);
     c->reject_register = "fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY";
     c->reject_register_code = 2;
     c->register_entry = "cuMemHostRegister";

@@ -18,6 +18,9 @@ struct DriverControl {
     size_t (*live_objects)() = nullptr;
     size_t (*reclaimed_objects)() = nullptr;
     size_t (*ledger)(char *buf, size_t n) = nullptr;
+    // VMM-DOUBLE: second unmaps of one mapping and second releases of one physical handle the
+    // driver saw (nullptr: this fake does not count them).
+    size_t (*second_releases)() = nullptr;
     // Fault scripts in this driver's terms, one per scenario the suite injects.
     const char *reject_register = nullptr;        // registration refused (resources exhausted)
     const char *fail_next_unregister = nullptr;   // the next release of a registration fails

@@ -76,6 +76,7 @@ bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
                "', a driver without the fake's fault injection";
         return false;
     }
+    resolve(h, "xmc_fake_ze_second_releases", &c->second_releases);
     c->reclaimed_objects = nullptr;  // the Level Zero fake reclaims nothing behind the caller's back
     // zeMemAllocHost is the registration call; the backend makes no plain host allocations.
     c->reject_register = "fail:zeMemAllocHost:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";

@@ -1391,5 +1391,389 @@ TEST_P(VmmTest, VMM_GRAPH_ORDER_CaptureWaitsUntilARemapHasEnqueuedItsCopies) {
     EXPECT_TRUE(holds(v.read(r.info), 341)) << "the reload copy did not run on its stream";
 }
 
+
+// ---- VMM-UNMAPPED-FAULTS: copies through the backend ------------------------
+
+// A copy that names a released slot's range is refused before anything is
+// enqueued (cuMemcpyAsync into one crashed the H200's driver, SIGSEGV; the
+// host's memcpy faults), and the stream takes the next copy as before.
+TEST_P(VmmTest, VMM_UNMAPPED_FAULTS_CopyIntoReleasedSlotIsRefused) {
+    Env &v = e();
+    auto r = v.released_slot_with_source(1, 261);
+    ASSERT_NE(r.slot, nullptr);
+    std::vector<char> data = pattern(262, r.info.size);
+    xmc_copy_desc d = Env::linear(data.data(), XMC_MEM_HOST, r.info.address, XMC_MEM_DEVICE, r.info.size);
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->copy(v.inst, &d, v.io), "copy")) << "a copy into the whole slot";
+    // One byte at its end: any overlap is refused.
+    d = Env::linear(data.data(), XMC_MEM_HOST, static_cast<char *>(r.info.address) + r.info.size - 1,
+                    XMC_MEM_DEVICE, 1);
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->copy(v.inst, &d, v.io), "copy")) << "a copy into its last byte";
+    ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, v.io)));
+    // Remapped, the same copies on the same stream go through.
+    xmc_request *q = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(r.slot, v.io, r.source, r.info.size, 0, &q)));
+    ASSERT_TRUE(v.ok(v.wait(q)));
+    ASSERT_TRUE(v.write(r.info, 263));
+    EXPECT_TRUE(holds(v.read(r.info), 263));
+}
+
+TEST_P(VmmTest, VMM_UNMAPPED_FAULTS_CopyFromReleasedSlotIsRefused) {
+    Env &v = e();
+    auto r = v.released_slot_with_source(1, 271);
+    ASSERT_NE(r.slot, nullptr);
+    std::vector<char> got(r.info.size, kPoison);
+    xmc_copy_desc d = Env::linear(r.info.address, XMC_MEM_DEVICE, got.data(), XMC_MEM_HOST, r.info.size);
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->copy(v.inst, &d, v.io), "copy"));
+    ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, v.io)));
+    EXPECT_EQ(got, std::vector<char>(r.info.size, kPoison)) << "a refused copy wrote its destination";
+    xmc_request *q = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(r.slot, v.io, r.source, r.info.size, 0, &q)));
+    ASSERT_TRUE(v.ok(v.wait(q)));
+    EXPECT_TRUE(holds(v.read(r.info), 271));
+}
+
+// ---- VMM-DOUBLE ---------------------------------------------------------------
+
+// The second unmaps and releases of one mapping the fake driver under the
+// backend has seen (0 where there is no such fake: the host, a real driver).
+size_t second_releases(const xmc_backend *api) {
+    const DriverControl *c = driver_control(api, nullptr);
+    return c && c->second_releases ? c->second_releases() : 0;
+}
+
+TEST_P(VmmTest, VMM_DOUBLE_ReleaseOfAReleasedSlotIsRefusedAndNeverReachesTheDriver) {
+    Env &v = e();
+    const size_t second0 = second_releases(api);
+    const uint64_t free0 = v.free_memory();
+    auto [s, info] = v.mapped_slot(1);
+    ASSERT_NE(s, nullptr);
+    xmc_request *rel = nullptr, *again = reinterpret_cast<xmc_request *>(0x1);
+    ASSERT_TRUE(v.ok(v.release(s, v.io, &rel)));
+    ASSERT_TRUE(v.ok(v.wait(rel)));
+    EXPECT_EQ(v.free_memory(), free0);
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, v.release(s, v.io, &again), "slot_release"));
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, v.release_batch({s}, v.io, &again), "slot_release_batch"));
+    // With a mapped slot in the batch: refused whole, the mapped one untouched.
+    auto [m, minfo] = v.mapped_slot(1);
+    ASSERT_NE(m, nullptr);
+    ASSERT_TRUE(v.write(minfo, 301));
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, v.release_batch({m, s}, v.io, &again), "slot_release_batch"));
+    EXPECT_EQ(again, reinterpret_cast<xmc_request *>(0x1)) << "a refused release handed out a request";
+    ASSERT_TRUE(v.ok(v.wait(rel)));  // the first release's request is unchanged
+    EXPECT_TRUE(holds(v.read(minfo), 301));
+    EXPECT_EQ(v.free_memory(), free0 - minfo.size) << "a refused release returned memory again";
+    // The released slot still remaps, once.
+    void *src = v.source(info.size, 302);
+    xmc_request *rem = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(s, v.io, src, info.size, 0, &rem)));
+    ASSERT_TRUE(v.ok(v.wait(rem)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, rem)));
+    EXPECT_TRUE(holds(v.read(info), 302));
+    EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+}
+
+TEST_P(VmmTest, VMM_DOUBLE_SecondCloseIsRefusedAndReturnsTheMemoryOnce) {
+    Env &v = e();
+    const size_t second0 = second_releases(api);
+    const uint64_t free0 = v.free_memory();
+    auto a = v.mapped_slot(1);
+    auto b = v.released_slot(1);
+    ASSERT_TRUE(a.slot && b.slot);
+    ASSERT_TRUE(v.ok(v.close(a.slot)));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, api->slot_close(v.inst, a.slot), "slot_close"))
+        << "a second close of a mapped slot";
+    ASSERT_TRUE(v.ok(v.close(b.slot)));  // released: its memory went back with the release
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, api->slot_close(v.inst, b.slot), "slot_close"))
+        << "a second close of a released slot";
+    EXPECT_EQ(v.free_memory(), free0) << "closing returned a slot's memory more (or less) than once";
+    // A slot closed with its remap adopted, and one with a remap never adopted.
+    auto c = v.released_slot_with_source(1, 311);
+    auto d = v.released_slot_with_source(1, 312);
+    ASSERT_TRUE(c.slot && d.slot);
+    xmc_request *qc = nullptr, *qd = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(c.slot, v.io, c.source, c.info.size, 0, &qc)));
+    ASSERT_TRUE(v.ok(v.remap(d.slot, v.io, d.source, d.info.size, 0, &qd)));
+    ASSERT_TRUE(v.ok(v.wait(qc)));
+    ASSERT_TRUE(v.ok(v.wait(qd)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, qc)));
+    ASSERT_TRUE(v.ok(v.close(c.slot)));
+    ASSERT_TRUE(v.ok(v.close(d.slot)));
+    ASSERT_TRUE(v.ok(v.destroy(qc)));
+    ASSERT_TRUE(v.ok(v.destroy(qd)));  // its mapping went with the slot: not unmapped again
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, api->slot_close(v.inst, c.slot), "slot_close"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, api->slot_close(v.inst, d.slot), "slot_close"));
+    EXPECT_EQ(v.free_memory(), free0);
+    EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+}
+
+TEST_P(VmmTest, VMM_DOUBLE_EveryCallOnAClosedSlotIsRefused) {
+    Env &v = e();
+    const size_t second0 = second_releases(api);
+    auto [s, info] = v.mapped_slot(1);
+    auto [live, linfo] = v.mapped_slot(1);
+    ASSERT_TRUE(s && live);
+    ASSERT_TRUE(v.write(linfo, 321));
+    void *src = v.source(info.size, 322);
+    ASSERT_TRUE(v.ok(v.close(s)));
+    const uint64_t free0 = v.free_memory();
+    xmc_request *r = reinterpret_cast<xmc_request *>(0x1);
+    const size_t n = info.size;
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, v.release(s, v.io, &r), "slot_release"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, v.remap(s, v.io, src, n, 0, &r), "slot_remap"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, v.remap(s, v.io, src, n, XMC_REMAP_DEFER_COPY, &r), "slot_remap"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, v.release_batch({s}, v.io, &r), "slot_release_batch"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, v.release_batch({live, s}, v.io, &r), "slot_release_batch"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, v.remap_batch({s}, v.io, {src}, {n}, 0, &r), "slot_remap_batch"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_HANDLE, api->slot_close(v.inst, s), "slot_close"));
+    EXPECT_EQ(r, reinterpret_cast<xmc_request *>(0x1)) << "a refused call handed out a request";
+    // The live slot of the refused batch is untouched, and releases once.
+    EXPECT_TRUE(holds(v.read(linfo), 321));
+    EXPECT_EQ(v.free_memory(), free0);
+    xmc_request *rel = nullptr;
+    ASSERT_TRUE(v.ok(v.release(live, v.io, &rel)));
+    ASSERT_TRUE(v.ok(v.wait(rel)));
+    EXPECT_EQ(v.free_memory(), free0 + linfo.size);
+    EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+}
+
+// Deferred remaps: a launch into a slot closed since is refused (nothing to copy into).
+TEST_P(VmmTest, VMM_DOUBLE_LaunchIntoAClosedSlotIsRefused) {
+    Env &v = e();
+    const size_t second0 = second_releases(api);
+    auto r = v.released_slot_with_source(1, 331);
+    ASSERT_NE(r.slot, nullptr);
+    xmc_request *q = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(r.slot, v.io, r.source, r.info.size, XMC_REMAP_DEFER_COPY, &q)));
+    ASSERT_TRUE(v.ok(v.wait(q)));
+    ASSERT_TRUE(v.ok(v.close(r.slot)));
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->request_launch_copy(v.inst, q, 0, v.io), "request_launch_copy"));
+    ASSERT_TRUE(v.ok(v.destroy(q)));
+    EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+}
+
+// Whether sequences on this backend draw FailBatch (vmm_commands.hpp): only where a fault can be
+// armed mid-sequence (a fake driver); the host's are counted from open, so its sequences draw none.
+bool can_fail_mid_sequence(const xmc_backend *api) { return fault_hook(api, false, 1).driver != nullptr; }
+
+// Operations on released and closed slots, with batches failing at a random slot among them.
+TEST_P(VmmTest, VMM_DOUBLE_StatefulSequencesAgreeWithModel) {
+    const size_t second0 = second_releases(api);
+    t_fail_hook = can_fail_mid_sequence(api);
+    run_stateful<Create, Write, Release, Release, ReleaseBatch, Remap, RemapBatch, Launch, Wait, Adopt, Destroy,
+                 Close, Close, Query, CheckMemory, FailBatch>(kBusy | kClosed, GetParam(), "");
+    t_fail_hook = false;
+    EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+}
+
+// ---- VMM-BATCH-PARTIAL --------------------------------------------------------
+
+constexpr int kBatch = 3;
+
+// The request's failure names the slot it failed at: its index in the batch.
+void expect_failed_at(Env &v, xmc_request *r, size_t index) {
+    EXPECT_NE(v.wait(r), XMC_OK);
+    const std::string want = "(batch index " + std::to_string(index) + ")";
+    EXPECT_NE(v.error().find(want), std::string::npos) << "the failure must name " << want << ": " << v.error();
+}
+
+// A batch remap whose map fails at slot k (each in turn): that slot and every
+// other one is rolled back to released, nothing leaks, each remaps again.
+TEST_P(VmmTest, VMM_BATCH_PARTIAL_RemapFailingAtEachSlotReportsItAndRollsEverySlotBack) {
+    for (int k = 1; k <= kBatch; ++k) {
+        SCOPED_TRACE("the map of batch index " + std::to_string(k - 1) + " fails");
+        const FaultHook h = fault_hook(api, false, k);
+        if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
+        ASSERT_TRUE(reopen(h.options));
+        Env &v = e();
+        const size_t second0 = second_releases(api);
+        SlotModel m;
+        std::vector<Env::Slot> s;
+        std::vector<xmc_slot *> hs;
+        std::vector<const void *> src;
+        std::vector<size_t> n;
+        std::vector<int> tags, all;
+        for (int i = 0; i < kBatch; ++i) {
+            s.push_back(v.released_slot(1));
+            ASSERT_NE(s.back().slot, nullptr);
+            m.create(1);
+            m.release({i});
+            m.wait(i);
+            hs.push_back(s.back().slot);
+            tags.push_back(400 + 10 * k + i);
+            src.push_back(v.source(s.back().info.size, tags.back()));
+            n.push_back(s.back().info.size);
+            all.push_back(i);
+        }
+        const uint64_t free_released = v.free_memory();
+        h.arm();
+        xmc_request *q = nullptr;
+        ASSERT_TRUE(v.ok(v.remap_batch(hs, v.io, src, n, 0, &q)));
+        ASSERT_EQ(m.remap(all, std::vector<Source>(kBatch, Source::Valid), tags, 0), XMC_OK);
+        expect_async_failure(v, q, h);
+        expect_failed_at(v, q, k - 1);
+        h.disarm();
+        m.fail(kBatch, k - 1);
+        EXPECT_EQ(v.free_memory(), free_released) << "a mapping of the failed batch outlived it";
+        EXPECT_EQ(v.query(q).copies_launched, 0u) << "a copy was started into a rolled-back mapping";
+        EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->request_adopt(v.inst, q), "request_adopt"));
+        ASSERT_TRUE(v.ok(v.destroy(q)));
+        for (int i = 0; i < kBatch; ++i) {
+            SCOPED_TRACE("batch index " + std::to_string(i));
+            EXPECT_EQ(m.slots()[i].state, SlotState::Released);
+            // Never half-mapped: no memory left at a rolled-back slot's address.
+            EXPECT_FALSE(memfd_backed(s[i].info.address, s[i].info.size)) << "memory is still mapped at the slot";
+            expect_model_state(v, m, i, hs[i], s[i].info);
+        }
+        EXPECT_EQ(second_releases(api), second0) << "the rollback unmapped or released a mapping twice";
+    }
+}
+
+// A batch release whose unmap fails at slot k: that slot stays mapped with its
+// bytes, the others are released, and every slot takes its next request.
+TEST_P(VmmTest, VMM_BATCH_PARTIAL_ReleaseFailingAtEachSlotReportsItAndKeepsThatSlotMapped) {
+    for (int k = 1; k <= kBatch; ++k) {
+        SCOPED_TRACE("the unmap of batch index " + std::to_string(k - 1) + " fails");
+        const FaultHook h = fault_hook(api, true, k);
+        if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
+        ASSERT_TRUE(reopen(h.options));
+        Env &v = e();
+        const size_t second0 = second_releases(api);
+        SlotModel m;
+        std::vector<Env::Slot> s;
+        std::vector<xmc_slot *> hs;
+        std::vector<int> all;
+        for (int i = 0; i < kBatch; ++i) {
+            s.push_back(v.mapped_slot(1));
+            ASSERT_NE(s.back().slot, nullptr);
+            m.create(1);
+            ASSERT_TRUE(v.write(s.back().info, 500 + 10 * k + i));
+            m.write(i, 500 + 10 * k + i);
+            hs.push_back(s.back().slot);
+            all.push_back(i);
+        }
+        const uint64_t free0 = v.free_memory();
+        h.arm();
+        xmc_request *q = nullptr;
+        ASSERT_TRUE(v.ok(v.release_batch(hs, v.io, &q)));
+        ASSERT_EQ(m.release(all), XMC_OK);
+        expect_async_failure(v, q, h);
+        expect_failed_at(v, q, k - 1);
+        h.disarm();
+        m.fail(0, k - 1);
+        uint64_t released = 0;
+        for (int i = 0; i < kBatch; ++i) released += m.holds_memory(i) ? 0 : s[i].info.size;
+        EXPECT_EQ(v.free_memory(), free0 + released) << "memory returned is not that of the released slots";
+        ASSERT_TRUE(v.ok(v.destroy(q)));
+        for (int i = 0; i < kBatch; ++i) {
+            SCOPED_TRACE("batch index " + std::to_string(i));
+            EXPECT_EQ(m.slots()[i].state, i == k - 1 ? SlotState::Mapped : SlotState::Released);
+            expect_model_state(v, m, i, hs[i], s[i].info);
+        }
+        EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+    }
+}
+
+TEST_P(VmmTest, VMM_BATCH_PARTIAL_StatefulSequencesAgreeWithModel) {
+    const size_t second0 = second_releases(api);
+    t_fail_hook = can_fail_mid_sequence(api);
+    run_stateful<Create, Write, Check, Release, Remap, ReleaseBatch, RemapBatch, FailBatch, FailBatch, Launch, Wait,
+                 Adopt, Destroy, Query, CheckMemory>(0, GetParam(), "");
+    t_fail_hook = false;
+    EXPECT_EQ(second_releases(api), second0) << "the driver saw a second unmap or release of one mapping";
+}
+
+// ---- VMM-ERROR-CLEAR ------------------------------------------------------------
+
+// Refusals (busy, bad sources, duplicates) and failed batches, each followed by whatever the
+// model allows on the same slots and streams.
+TEST_P(VmmTest, VMM_ERROR_CLEAR_StatefulSequencesAgreeWithModel) {
+    t_fail_hook = can_fail_mid_sequence(api);
+    run_stateful<Create, Write, Check, Release, Remap, ReleaseBatch, RemapBatch, FailBatch, FailBatch, Launch, Wait,
+                 Adopt, Destroy, Query, CheckMemory>(kBusy | kBadSource | kOneStream, GetParam(), "");
+    t_fail_hook = false;
+}
+
+// Refusals at submit: none leaves state behind on the slot or the stream.
+TEST_P(VmmTest, VMM_ERROR_CLEAR_AfterARefusedCallTheNextValidRequestSucceeds) {
+    Env &v = e();
+    auto [s, info] = v.mapped_slot(1);
+    ASSERT_NE(s, nullptr);
+    xmc_stream *st = v.stream();
+    void *src = v.source(info.size, 341);
+    xmc_request *r = nullptr;
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, v.remap(s, st, src, info.size, 0, &r), "slot_remap"));
+    ASSERT_TRUE(v.ok(v.release(s, st, &r)));
+    ASSERT_TRUE(v.ok(v.wait(r)));
+    EXPECT_EQ(v.query(r).status, XMC_OK);
+    xmc_request *bad = nullptr;
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, v.release(s, st, &bad), "slot_release"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_ARGUMENT, v.remap(s, st, nullptr, info.size, 0, &bad), "slot_remap"));
+    EXPECT_TRUE(v.refused(XMC_ERR_INVALID_ARGUMENT, v.remap(s, st, src, info.size - 1, 0, &bad), "slot_remap"));
+    std::vector<char> data = pattern(342, info.size);
+    xmc_copy_desc d = Env::linear(data.data(), XMC_MEM_HOST, info.address, XMC_MEM_DEVICE, info.size);
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->copy(v.inst, &d, st), "copy"));
+    xmc_request *q = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(s, st, src, info.size, 0, &q))) << "the slot kept an error of a refused call";
+    ASSERT_TRUE(v.ok(v.wait(q)));
+    EXPECT_EQ(v.query(q).status, XMC_OK);
+    ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, st))) << "the stream kept an error of a refused call";
+    EXPECT_TRUE(holds(v.read(info, st), 341));
+}
+
+// An asynchronous failure is the failed request's only: the next remap on the
+// same slot and stream succeeds and its contents are right.
+TEST_P(VmmTest, VMM_ERROR_CLEAR_AfterAFailedRemapTheNextRemapOnTheSameSlotAndStreamSucceeds) {
+    const FaultHook h = fault_hook(api, false, 1);
+    if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
+    ASSERT_TRUE(reopen(h.options));
+    Env &v = e();
+    auto r = v.released_slot_with_source(1, 351);
+    ASSERT_NE(r.slot, nullptr);
+    xmc_stream *st = v.stream();
+    h.arm();
+    xmc_request *failed = nullptr, *q = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(r.slot, st, r.source, r.info.size, 0, &failed)));
+    expect_async_failure(v, failed, h);
+    h.disarm();
+    ASSERT_TRUE(v.ok(v.remap(r.slot, st, r.source, r.info.size, 0, &q))) << "the slot kept the failed remap's error";
+    ASSERT_TRUE(v.ok(v.wait(q))) << "the failed remap's error outlived it";
+    EXPECT_EQ(v.query(q).status, XMC_OK);
+    EXPECT_EQ(v.query(q).native_code, 0);
+    ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, st))) << "the stream kept the failed remap's error";
+    EXPECT_TRUE(holds(v.read(r.info, st), 351));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, q)));
+    xmc_request *rel = nullptr;
+    ASSERT_TRUE(v.ok(v.release(r.slot, st, &rel)));
+    EXPECT_TRUE(v.ok(v.wait(rel)));
+}
+
+TEST_P(VmmTest, VMM_ERROR_CLEAR_AfterAFailedReleaseTheNextReleaseOnTheSameSlotAndStreamSucceeds) {
+    const FaultHook h = fault_hook(api, true, 1);
+    if (!h.why.empty()) XMC_SKIP(SkipKind::Unsupported, h.why);
+    ASSERT_TRUE(reopen(h.options));
+    Env &v = e();
+    auto [s, info] = v.mapped_slot(1);
+    ASSERT_NE(s, nullptr);
+    ASSERT_TRUE(v.write(info, 361));
+    xmc_stream *st = v.stream();
+    const uint64_t free0 = v.free_memory();
+    h.arm();
+    xmc_request *failed = nullptr, *rel = nullptr;
+    ASSERT_TRUE(v.ok(v.release(s, st, &failed)));
+    expect_async_failure(v, failed, h);
+    h.disarm();
+    EXPECT_TRUE(holds(v.read(info, st), 361)) << "a failed release must leave the slot's bytes";
+    ASSERT_TRUE(v.ok(v.release(s, st, &rel))) << "the slot kept the failed release's error";
+    ASSERT_TRUE(v.ok(v.wait(rel))) << "the failed release's error outlived it";
+    EXPECT_EQ(v.query(rel).status, XMC_OK);
+    EXPECT_EQ(v.free_memory(), free0 + info.size);
+    ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, st)));
+    void *src = v.source(info.size, 362);
+    xmc_request *q = nullptr;
+    ASSERT_TRUE(v.ok(v.remap(s, st, src, info.size, 0, &q)));
+    ASSERT_TRUE(v.ok(v.wait(q)));
+    EXPECT_TRUE(holds(v.read(info, st), 362));
+}
+
 } // namespace
 } // namespace xmc::conformance

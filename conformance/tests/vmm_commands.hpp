@@ -32,7 +32,9 @@ using model::Source;
 // What a mix of commands may do besides valid calls (each requirement's
 // property draws the refusals of that requirement only). Set by the property
 // before it runs; each command keeps the mix it was generated under.
-enum : unsigned { kBusy = 1, kDup = 2, kRelaunch = 4, kCloseAny = 8, kBadSource = 16, kOneStream = 32 };
+// kClosed: commands may name closed slots, and close picks idle or closed ones (VMM-DOUBLE),
+// never one with work in flight (kCloseAny's, VMM-CLOSE's own).
+enum : unsigned { kBusy = 1, kDup = 2, kRelaunch = 4, kCloseAny = 8, kBadSource = 16, kOneStream = 32, kClosed = 64 };
 inline thread_local unsigned t_mix = 0;
 
 // A backend that left a request unfinished past kWaitMs is stuck: its
@@ -187,7 +189,7 @@ std::vector<int> requests_where(const SlotModel &m, Pred p) {
 }
 
 inline bool nameable(unsigned F, const SlotModel &m, int s) {
-    return s >= 0 && static_cast<size_t>(s) < m.slots().size() && ((F & kCloseAny) || m.live_slot(s));
+    return s >= 0 && static_cast<size_t>(s) < m.slots().size() && ((F & (kCloseAny | kClosed)) || m.live_slot(s));
 }
 inline bool is_released(const SlotModel &m, int s) {
     const SlotState st = m.slots()[s].state;
@@ -497,7 +499,9 @@ struct Wait : VmmCmd {
                                  std::to_string(kWaitMs) + " ms";
             RC_FAIL(g_stuck[s.backend]);
         }
-        RC_ASSERT(got == want);
+        // VMM-ASYNC-ERROR: a failure's status may be a finer one than driver_error (out_of_memory).
+        if (want == XMC_ERR_DRIVER) RC_ASSERT(got != XMC_OK);
+        else RC_ASSERT(got == want);
     }
     void show(std::ostream &os) const override { os << "wait(request" << req << ")"; }
 };
@@ -551,10 +555,13 @@ struct Close : VmmCmd {
     int slot;
     explicit Close(const SlotModel &m)
         : slot(*pick(slots_where(m, [&](int x) { return (F & kCloseAny) ? m.live_slot(x) : idle(m, x); }),
-                     m.slots().size(), F & kCloseAny)) {}
+                     m.slots().size(), F & (kCloseAny | kClosed))) {}
     void checkPreconditions(const SlotModel &m) const override {
-        if (F & kCloseAny) RC_PRE(nameable(F, m, slot));  // work in flight, or closed already
-        else RC_PRE(idle(m, slot));
+        // kCloseAny: work in flight, or closed already; kClosed: closed, or idle.
+        const bool ok = (F & kCloseAny)  ? nameable(F, m, slot)
+                        : (F & kClosed) ? nameable(F, m, slot) && (!m.live_slot(slot) || idle(m, slot))
+                                        : idle(m, slot);
+        RC_PRE(ok);
     }
     void apply(SlotModel &m) const override { m.close(slot); }
     void run(const SlotModel &m, VmmSut &s) const override {
@@ -582,7 +589,7 @@ struct Query : VmmCmd {
         RC_ASSERT(s.api()->request_query(s.inst(), s.reqs[req], &i) == XMC_OK);
         RC_ASSERT(i.slots == q.slots.size());
         RC_ASSERT(i.adopted == (q.adopted ? 1u : 0u));
-        RC_ASSERT(i.status == XMC_OK);
+        RC_ASSERT((i.status == XMC_OK) == !q.failed);  // VMM-ERROR-CLEAR: only a failed request says so
         if (q.worker_done) {
             RC_ASSERT(i.done == 1);
             RC_ASSERT(i.callback_fired == 1);
@@ -759,6 +766,90 @@ struct WaitThenLaunchGraph : VmmCmd {
     }
     void show(std::ostream &os) const override {
         os << "consumer_waits_then_launches(request" << req << ", slot index " << index << ", graph" << graph << ")";
+    }
+};
+
+// VMM-BATCH-PARTIAL: set by a property before it runs: the backend's driver can fail a worker's
+// k-th map or unmap from now on (a fake driver's fault script; the host's faults are counted from
+// open, so its sequences draw no FailBatch).
+inline thread_local bool t_fail_hook = false;
+
+// A batch release or remap whose driver work fails at slot `at` of the batch (the fault armed
+// just before, with no other worker work pending, so the k-th map or unmap is this batch's).
+// VMM-BATCH-PARTIAL: the failure names that slot and carries the driver's code; the model says
+// what every slot of the batch is after it, and the later commands check it.
+struct FailBatch : VmmCmd {
+    const unsigned F = t_mix;
+    bool remap = *rc::gen::arbitrary<bool>();
+    std::vector<int> slots, tags;
+    uint32_t at = 0;
+    int on;
+    explicit FailBatch(const SlotModel &m) : on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)) {
+        slots = gen_batch(0, m, slots_where(m, [&](int x) {
+                              return m.live_slot(x) && m.slots()[x].state ==
+                                                           (remap ? SlotState::Released : SlotState::Mapped);
+                          }));
+        // At full size: inRange scales with the generation size, which kept `at` at 0.
+        at = static_cast<uint32_t>(*rc::gen::resize(rc::kNominalSize, rc::gen::inRange<size_t>(0, slots.size())));
+        for (size_t i = 0; i < slots.size(); ++i) tags.push_back(*rc::gen::inRange(1, 1 << 30));
+    }
+    void checkPreconditions(const SlotModel &m) const override {
+        RC_PRE(t_fail_hook);
+        bool ok = live_requests(m) < 8 && std::set<int>(slots.begin(), slots.end()).size() == slots.size();
+        for (int x : slots)
+            ok = ok && m.live_slot(x) && m.slots()[x].state == (remap ? SlotState::Released : SlotState::Mapped);
+        for (size_t r = 0; r < m.requests().size(); ++r)
+            ok = ok && (!m.live_request(static_cast<int>(r)) || m.requests()[r].worker_done);
+        RC_PRE(ok);
+    }
+    void apply(SlotModel &m) const override {
+        if (remap) m.remap(slots, std::vector<Source>(slots.size(), Source::Valid), tags, 0);
+        else m.release(slots);
+        const int r = static_cast<int>(m.requests().size()) - 1;
+        m.fail(r, at);
+        m.wait(r);
+    }
+    void run(const SlotModel &, VmmSut &s) const override {
+        not_stuck(s);
+        const FaultHook h = fault_hook(s.api(), !remap, static_cast<int>(at) + 1);
+        RC_ASSERT(h.driver != nullptr);
+        RC_ASSERT(h.driver->set_faults(h.script.c_str()) == 0);
+        std::vector<xmc_slot *> hs;
+        std::vector<const void *> src;
+        std::vector<size_t> bytes;
+        std::vector<void *> keep;
+        for (size_t i = 0; i < slots.size(); ++i) {
+            hs.push_back(s.slots[slots[i]]);
+            if (!remap) continue;
+            size_t n = 0;
+            src.push_back(s.source(Source::Valid, s.info[slots[i]].size, tags[i], &n, &keep));
+            bytes.push_back(n);
+        }
+        xmc_request *r = nullptr;
+        const xmc_status got =
+            remap ? s.api()->slot_remap_batch(s.inst(), hs.data(), hs.size(), s.on[on], src.data(), bytes.data(), 0, &r)
+                  : s.api()->slot_release_batch(s.inst(), hs.data(), hs.size(), s.on[on], &r);
+        if (got != XMC_OK) h.driver->set_faults("");
+        RC_ASSERT(got == XMC_OK);
+        s.add_request(r, keep);
+        const xmc_status st = s.api()->request_wait(s.inst(), r, kWaitMs);
+        xmc_error_info e{};
+        s.api()->last_error(s.inst(), &e);
+        h.driver->set_faults("");
+        RC_ASSERT(st != XMC_OK);
+        RC_ASSERT(st != XMC_ERR_TIMEOUT);
+        RC_ASSERT(e.native_code == h.code);
+        const std::string want = "(batch index " + std::to_string(at) + ")";
+        RC_ASSERT(std::string(e.message).find(want) != std::string::npos);
+        xmc_request_info i{};
+        RC_ASSERT(s.api()->request_query(s.inst(), r, &i) == XMC_OK);
+        RC_ASSERT(i.done == 1);
+        RC_ASSERT(i.status == st);
+        RC_ASSERT(i.native_code == h.code);
+    }
+    void show(std::ostream &os) const override {
+        os << (remap ? "remap_batch(" : "release_batch(") << show_slots(slots) << ", stream " << on
+           << ") failing at batch index " << at;
     }
 };
 

@@ -134,6 +134,12 @@ XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_live_objects(void);
  * rely on it, so a leak check looks at this as well. */
 XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_reclaimed_objects(void);
 
+/* VMM-DOUBLE: how many second unmaps of one mapping (cuMemUnmap of a range
+ * whose mapping was unmapped before and nothing mapped there since) and second
+ * releases of one physical handle (cuMemRelease of a released handle) the
+ * driver saw since load or reset. A clean program makes none. */
+XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_second_releases(void);
+
 /* How many times an entry point was called since load or reset; the name may
  * carry its version suffix or not. NULL gives the total over all entries. */
 XMC_FAKE_CUDA_EXPORT uint64_t xmc_fake_cuda_call_count(const char* entry);

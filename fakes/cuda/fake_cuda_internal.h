@@ -251,6 +251,12 @@ struct State {
     std::map<uint64_t, std::shared_ptr<Capture>> captures;  // in progress, by id
     std::map<uint64_t, Graph> graphs;                   // CUgraph handles
     std::map<uint64_t, Graph> execs;                    // CUgraphExec handles
+    // VMM-DOUBLE's ledger: each unmap of a mapping and each release of a physical handle is
+    // recorded once; a second one (which the real driver answers CUDA_SUCCESS for an unmap,
+    // and may crash on for other uses of a released handle) is counted.
+    std::set<uintptr_t> unmapped;                       // vas unmapped since last mapped
+    std::set<uint64_t> released;                        // handles released
+    size_t second_releases = 0;
 
     // Host functions of every stream run on this one thread, one at a time,
     // in the order their streams reach them (as on the real driver).

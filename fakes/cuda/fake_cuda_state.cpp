@@ -485,6 +485,12 @@ XMC_FAKE_EXPORT size_t xmc_fake_cuda_reclaimed_objects(void) {
     return g.reclaimed;
 }
 
+XMC_FAKE_EXPORT size_t xmc_fake_cuda_second_releases(void) {
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    return g.second_releases;
+}
+
 XMC_FAKE_EXPORT uint64_t xmc_fake_cuda_call_count(const char* entry) {
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);
@@ -502,6 +508,8 @@ XMC_FAKE_EXPORT void xmc_fake_cuda_reset(void) {
     g.calls.clear();
     g.total_calls = 0;
     g.reclaimed = 0;
+    g.released.clear();
+    g.second_releases = 0;
     load_config_locked(g);
     g.cv.notify_all();
 }

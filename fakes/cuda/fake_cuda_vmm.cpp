@@ -94,6 +94,7 @@ void vmm_free_all_locked() {
     for (auto& [b, r] : g.reservations) ::munmap(reinterpret_cast<void*>(r.base), r.size);
     g.reservations.clear();
     g.mappings.clear();
+    g.unmapped.clear();
     for (auto& [h, p] : g.handles)
         if (p.fd >= 0) ::close(p.fd);
     g.handles.clear();
@@ -149,6 +150,7 @@ XMC_FAKE_EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size) {
     auto m = g.mappings.lower_bound(ptr);
     if (m != g.mappings.end() && m->first < ptr + size) return CUDA_ERROR_INVALID_VALUE;  // still mapped
     ::munmap(reinterpret_cast<void*>(ptr), size);
+    g.unmapped.erase(g.unmapped.lower_bound(ptr), g.unmapped.lower_bound(ptr + size));  // the range may come back
     g.reservations.erase(it);
     return CUDA_SUCCESS;
 }
@@ -188,8 +190,12 @@ XMC_FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     State& g = state();
     std::lock_guard<std::mutex> lk(g.mu);
     auto it = g.handles.find(handle);
-    if (it == g.handles.end() || it->second.released) return CUDA_ERROR_INVALID_VALUE;
+    if (it == g.handles.end() || it->second.released) {
+        if (g.released.count(handle)) ++g.second_releases;  // VMM-DOUBLE: a second release
+        return CUDA_ERROR_INVALID_VALUE;
+    }
     it->second.released = true;
+    g.released.insert(handle);
     if (it->second.map_count == 0) free_handle_locked(it);
     return CUDA_SUCCESS;
 }
@@ -222,6 +228,7 @@ XMC_FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
     mp.offset = offset;
     mp.host_prot = PROT_NONE;  // no access until cuMemSetAccess
     g.mappings[ptr] = mp;
+    g.unmapped.erase(ptr);
     ++h->second.map_count;
     return CUDA_SUCCESS;
 }
@@ -244,8 +251,15 @@ XMC_FAKE_EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size) {
         if (last->first + last->second.size > end) return CUDA_ERROR_INVALID_VALUE;
         ++last;
     }
+    // VMM-DOUBLE: an unmap that finds nothing mapped where a mapping was unmapped before is a
+    // second unmap of that mapping (the real driver answers it CUDA_SUCCESS: recorded).
+    if (first == last) {
+        auto u = g.unmapped.lower_bound(ptr);
+        if (u != g.unmapped.end() && *u < end) ++g.second_releases;
+    }
     for (auto it = first; it != last;) {
         Mapping& m = it->second;
+        g.unmapped.insert(m.va);
         ::mmap(reinterpret_cast<void*>(m.va), m.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
                -1, 0);
         auto h = g.handles.find(m.handle);

@@ -132,6 +132,11 @@ void xmc_fake_ze_reset(void);
  * calls failed by the fault script; NULL gives the total over all entry points. */
 uint64_t xmc_fake_ze_call_count(const char* entry);
 
+/* VMM-DOUBLE: second unmaps of one mapping (zeVirtualMemUnmap at an address unmapped
+ * before and not mapped since) and second destroys of one physical memory object
+ * since the last reset. A clean program makes none. */
+size_t xmc_fake_ze_second_releases(void);
+
 /* Copies skipped at execution time because they touched freed or unmapped memory. */
 uint64_t xmc_fake_ze_device_faults(void);
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -213,6 +214,11 @@ struct State {
     std::map<uintptr_t, Reservation> reservations; // by base
     std::map<uint64_t, PhysMem> physmems;
     std::map<uint64_t, Mapping> mappings;
+    // VMM-DOUBLE's ledger: each unmap of a mapping and each destroy of a physical memory object
+    // is recorded once; a second one (refused ZE_RESULT_ERROR_INVALID_ARGUMENT) is counted.
+    std::set<uintptr_t> unmapped;   // addresses unmapped since last mapped
+    std::set<uint64_t> destroyed;   // physical memory ids destroyed
+    size_t second_releases = 0;
     std::map<uint64_t, std::unique_ptr<CmdList>> lists;
     std::map<uint64_t, std::unique_ptr<Queue>> queues;
     std::map<uint64_t, EventPool> pools;

@@ -404,6 +404,7 @@ ze_result_t ZE_APICALL VirtualMemFree(ze_context_handle_t hContext, const void* 
     for (const Page& pg : it->second.pages)
         if (pg.phys != 0) return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
     munmap(reinterpret_cast<void*>(it->first), it->second.size);
+    s.unmapped.erase(s.unmapped.lower_bound(it->first), s.unmapped.lower_bound(it->first + size));  // may come back
     s.reservations.erase(it);
     return ZE_RESULT_SUCCESS;
 }
@@ -453,9 +454,13 @@ ze_result_t ZE_APICALL PhysicalMemDestroy(ze_context_handle_t hContext, ze_physi
     Context* c = context_of(hContext);
     if (c == nullptr) return bad_context(hContext);
     auto it = s.physmems.find(handle_id(hPhysicalMemory, Kind::PhysMem));
-    if (it == s.physmems.end() || it->second.ctx != c->id)
+    if (it == s.physmems.end() || it->second.ctx != c->id) {
+        if (hPhysicalMemory && s.destroyed.count(handle_id(hPhysicalMemory, Kind::PhysMem)))
+            ++s.second_releases;  // VMM-DOUBLE: a second destroy
         return hPhysicalMemory ? ZE_RESULT_ERROR_INVALID_ARGUMENT : ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    }
     if (it->second.mapped_pages > 0) return ZE_RESULT_ERROR_HANDLE_OBJECT_IN_USE;
+    s.destroyed.insert(it->first);
     close(it->second.fd);
     s.devices[it->second.device].used -= it->second.size;
     s.physmems.erase(it);
@@ -504,6 +509,7 @@ ze_result_t ZE_APICALL VirtualMemMap(ze_context_handle_t hContext, const void* p
         pg.access = access;
     }
     pm->second.mapped_pages += count;
+    s.unmapped.erase(p);
     return ZE_RESULT_SUCCESS;
 }
 
@@ -520,8 +526,12 @@ ze_result_t ZE_APICALL VirtualMemUnmap(ze_context_handle_t hContext, const void*
     if (r == nullptr) return code;
     const size_t first = (reinterpret_cast<uintptr_t>(ptr) - r->base) / kVmmPage, count = size / kVmmPage;
     for (size_t i = first; i < first + count; ++i)
-        if (r->pages[i].phys == 0) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        if (r->pages[i].phys == 0) {
+            if (S().unmapped.count(reinterpret_cast<uintptr_t>(ptr))) ++S().second_releases;  // VMM-DOUBLE
+            return ZE_RESULT_ERROR_INVALID_ARGUMENT;
+        }
     unmap_pages(*r, first, count);
+    S().unmapped.insert(reinterpret_cast<uintptr_t>(ptr));
     return ZE_RESULT_SUCCESS;
 }
 
@@ -643,6 +653,7 @@ void release_memory_locked() {
     }
     s.reservations.clear();
     s.mappings.clear();
+    s.unmapped.clear();
     for (auto& [id, pm] : s.physmems) {
         close(pm.fd);
         s.devices[pm.device].used -= pm.size;

@@ -430,6 +430,14 @@ extern "C" ZE_DLLEXPORT void xmc_fake_ze_reset(void) {
     s.calls.clear();
     s.device_faults = 0;
     s.fault_log.clear();
+    s.destroyed.clear();
+    s.second_releases = 0;
+}
+
+extern "C" ZE_DLLEXPORT size_t xmc_fake_ze_second_releases(void) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    return s.second_releases;
 }
 
 extern "C" ZE_DLLEXPORT uint64_t xmc_fake_ze_call_count(const char* entry) {

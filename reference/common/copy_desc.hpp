@@ -79,7 +79,9 @@ inline xmc_status check_copy_side(xmc_instance *inst, const xmc_copy_desc &d, co
 }
 
 // XMC_OK when the descriptor may be enqueued; otherwise the refusal, recorded.
-inline xmc_status check_copy(xmc_instance *inst, const xmc_copy_desc *d, int32_t device_count) {
+// With `spans`, the described bytes of the source and destination (spans[0], spans[1]).
+inline xmc_status check_copy(xmc_instance *inst, const xmc_copy_desc *d, int32_t device_count,
+                             CopySpan *spans = nullptr) {
     if (!d) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "copy", "copy: descriptor is NULL");
     // COPY-STRIDED: every refusal comes before anything is enqueued.
     if (d->width_bytes == 0 || d->height == 0 || d->depth == 0)
@@ -96,6 +98,10 @@ inline xmc_status check_copy(xmc_instance *inst, const xmc_copy_desc *d, int32_t
                     "copy: source bytes [%p, %p] and destination bytes [%p, %p] overlap",
                     reinterpret_cast<void *>(src.first), reinterpret_cast<void *>(src.last),
                     reinterpret_cast<void *>(dst.first), reinterpret_cast<void *>(dst.last));
+    if (spans) {
+        spans[0] = src;
+        spans[1] = dst;
+    }
     return XMC_OK;
 }
 

@@ -107,6 +107,10 @@ struct SlotBook {
     bool stop = false;
 };
 
+// VMM-BATCH-PARTIAL: a worker's failure names the slot it failed at by its index in the request
+// (batch or single), so the caller knows which slot of a batch the driver refused: " (batch index i)".
+inline std::string batch_index(size_t i) { return " (batch index " + std::to_string(i) + ")"; }
+
 // ---- handles and options (slot_book.cpp) ----------------------------------------
 
 // Slot and request handles: from one counter per backend library, never reused, so a stale handle
@@ -247,6 +251,12 @@ xmc_status make_request(xmc_instance *inst, SlotBook<S, R> &v, const Batch &b, s
         // VMM-STATE: release needs a mapped slot, remap a released or releasing one; otherwise
         // busy, nothing changed.
         const SlotState st = r->slots[i]->state;
+        // VMM-DOUBLE: a released slot is never released again (the driver would see a second
+        // unmap and release of one mapping): refused busy, with its own message.
+        if (!b.remap && (st == SlotState::Released || st == SlotState::ReleasePending))
+            return fail(inst, XMC_ERR_BUSY, 0, call,
+                        "%s: slot %zu is already released or releasing: its mapping is never released twice", call,
+                        i);
         if (!b.remap && st != SlotState::Mapped)
             return fail(inst, XMC_ERR_BUSY, 0, call, "%s: slot %zu is not mapped, or has a release or remap pending",
                         call, i);
@@ -331,6 +341,35 @@ void stop_threads(SlotBook<S, R> &v, std::unique_lock<std::mutex> &lock) {
     v.cv.notify_all();
     lock.unlock();
     for (auto &t : v.threads) t.join();
+}
+
+// ---- copies into slots ------------------------------------------------------------------
+
+// VMM-UNMAPPED-FAULTS: a copy may only name a slot that has memory mapped at the moment it is
+// enqueued (has_memory(slot), read under v.mu, which the workers hold while they map and unmap):
+// one released, whose release has already unmapped it, or whose remap has not mapped yet (or
+// failed) is refused busy before anything is enqueued. Without this, cuMemcpyAsync into a released
+// slot's range crashed the real CUDA driver (SIGSEGV, H200), and the host backend's memcpy too.
+// A slot whose release is still queued holds its memory: a copy ordered before the unmap, or one
+// told to wait for a remap's copy (VMM-EVENT-WAIT), is the caller's to order. [first, last]: the
+// described bytes of the source and the destination.
+template <class S, class R, class F>
+xmc_status check_copy_slots(xmc_instance *inst, SlotBook<S, R> &v, const uintptr_t (&first)[2],
+                            const uintptr_t (&last)[2], F &&has_memory) {
+    static const char *const side[2] = {"source", "destination"};
+    std::lock_guard<std::mutex> lock(v.mu);
+    for (const auto &[h, s] : v.slots) {
+        if (has_memory(*s)) continue;
+        const auto lo = static_cast<uintptr_t>(s->addr), hi = lo + s->size - 1;
+        for (int i = 0; i < 2; ++i)
+            if (first[i] <= hi && lo <= last[i])
+                return fail(inst, XMC_ERR_BUSY, 0, "copy",
+                            "copy: the %s overlaps slot %p [%p, %p], which has no memory mapped now (released, "
+                            "or its remap has not mapped it yet)",
+                            side[i], static_cast<void *>(h), reinterpret_cast<void *>(lo),
+                            reinterpret_cast<void *>(hi));
+    }
+    return XMC_OK;
 }
 
 // ---- request calls ----------------------------------------------------------------------

@@ -5,6 +5,7 @@
 // nothing is linked from the toolkit.
 #pragma once
 #include "backend_table.hpp"
+#include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
 
@@ -218,5 +219,8 @@ xmc_status refuse_capturing(xmc_instance *inst, const char *call, CUresult nativ
 // Before the instance's streams go: ends the captures left open and destroys every graph,
 // after waiting for its launches.
 void graph_close(Instance *in);
+// VMM-UNMAPPED-FAULTS: copy's refusal of bytes in a slot that is not mapped (slot_book.hpp's
+// check_copy_slots over this instance's slots); XMC_OK when no described byte lies in one.
+xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]);
 
 } // namespace xmc::cuda

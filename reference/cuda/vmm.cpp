@@ -218,16 +218,22 @@ void record(Request &r, CUresult res, const std::string &what) {
              what + " failed with " + Driver::get().result_name(res));
 }
 
+// ... at slot `index` of the request (VMM-BATCH-PARTIAL).
+void record(Request &r, CUresult res, const std::string &what, size_t index) {
+    record(r, res, what + be::batch_index(index));
+}
+
 // ---- workers ------------------------------------------------------------------
 
 xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
                       const char *call);
 
 void run_release(Request &r) {
-    for (const auto &s : r.slots) {
+    for (size_t i = 0; i < r.slots.size(); ++i) {
+        const auto &s = r.slots[i];
         if (CUresult res = unmap_backing(*s); res != CUDA_SUCCESS) {
             // VMM-ASYNC-ERROR: the driver's code is the request's; slot stays mapped.
-            record(r, res, "cuMemUnmap/cuMemRelease of a slot");
+            record(r, res, "cuMemUnmap/cuMemRelease of a slot", i);
             s->release_status = r.status;
             s->release_native = res;
         }
@@ -242,11 +248,12 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
         if (s->handle) {  // its release failed: the slot was never unmapped
             r->record(s->release_status, s->release_native,
-                      "the release this remap waited for failed; the slot still holds its old mapping");
+                      "the release this remap waited for failed; the slot still holds its old mapping" +
+                          be::batch_index(mapped));
             break;
         }
         if (CUresult res = map_backing(*s); res != CUDA_SUCCESS) {
-            record(*r, res, "cuMemCreate/cuMemMap/cuMemSetAccess of a slot");
+            record(*r, res, "cuMemCreate/cuMemMap/cuMemSetAccess of a slot", mapped);
             break;
         }
         ++mapped;
@@ -770,6 +777,13 @@ xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::func
         return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
                         "graph_begin: a remap on this stream has not enqueued its reload copies yet (wait for it first)");
     return begin();
+}
+
+xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]) {
+    Instance *in = static_cast<Instance *>(inst);
+    if (!in->vmm) return XMC_OK;
+    const uintptr_t first[2] = {spans[0].first, spans[1].first}, last[2] = {spans[0].last, spans[1].last};
+    return be::check_copy_slots(inst, *in->vmm, first, last, [](const Slot &s) { return s.handle != 0; });
 }
 
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {

@@ -11,7 +11,10 @@
 namespace xmc::host {
 
 xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
-    if (xmc_status st = be::check_copy(inst, desc, 1); st != XMC_OK) return st;
+    be::CopySpan spans[2];
+    if (xmc_status st = be::check_copy(inst, desc, 1, spans); st != XMC_OK) return st;
+    // VMM-UNMAPPED-FAULTS: memcpy into a released slot's range dies by SIGSEGV.
+    if (xmc_status st = vmm_copy_check(inst, spans); st != XMC_OK) return st;
     const xmc_copy_desc d = *desc;  // the caller's descriptor may go away before the copy runs
     // GRAPH-CAPTURE: recorded while s captures; the op reads and writes the
     // described addresses each time it runs (VMM-GRAPH: a slot's current backing).

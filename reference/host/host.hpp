@@ -1,6 +1,7 @@
 // The host backend's instance and the entry points of each primitive.
 #pragma once
 #include "backend_table.hpp"
+#include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
 #include "transfer_protocol.hpp"
@@ -85,5 +86,8 @@ size_t vmm_close(Instance *in);
 xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin);
 // graph.cpp: before the instance goes, waits for every graph's launches and frees the graphs.
 void graph_close(Instance *in);
+// VMM-UNMAPPED-FAULTS: copy's refusal of bytes in a slot that is not mapped (slot_book.hpp's
+// check_copy_slots over this instance's slots); XMC_OK when no described byte lies in one.
+xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]);
 
 } // namespace xmc::host

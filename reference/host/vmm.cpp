@@ -130,10 +130,11 @@ xmc_status start_copy(xmc_instance *inst, const std::shared_ptr<Request> &r, siz
                       const char *call);
 
 void run_release(Vmm &v, Request &r) {
-    for (const auto &s : r.slots) {
+    for (size_t i = 0; i < r.slots.size(); ++i) {
+        const auto &s = r.slots[i];
         if (int err = unmap_backing(v, *s, true)) {
             // VMM-ASYNC-ERROR: the request records errno; the slot stays mapped.
-            r.record(XMC_ERR_DRIVER, err, errno_text("mmap(PROT_NONE)", *s, err));
+            r.record(XMC_ERR_DRIVER, err, errno_text("mmap(PROT_NONE)", *s, err) + be::batch_index(i));
             s->release_status = XMC_ERR_DRIVER;
             s->release_native = err;
         }
@@ -147,11 +148,12 @@ void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
         // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
         if (s->fd >= 0) {  // its release failed: the slot was never unmapped
             r->record(s->release_status, s->release_native,
-                      "the release this remap waited for failed; slot still holds its old mapping");
+                      "the release this remap waited for failed; slot still holds its old mapping" +
+                          be::batch_index(mapped));
             break;
         }
         if (int err = vmm_steps().map_backing(v, *s, true)) {
-            r->record(XMC_ERR_DRIVER, err, errno_text("memfd mmap(MAP_FIXED)", *s, err));
+            r->record(XMC_ERR_DRIVER, err, errno_text("memfd mmap(MAP_FIXED)", *s, err) + be::batch_index(mapped));
             break;
         }
         ++mapped;
@@ -403,6 +405,13 @@ xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::func
         return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
                         "graph_begin: a remap on this stream has not enqueued its reload copies yet (wait for it first)");
     return begin();
+}
+
+xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]) {
+    Instance *in = static_cast<Instance *>(inst);
+    if (!in->vmm) return XMC_OK;
+    const uintptr_t first[2] = {spans[0].first, spans[1].first}, last[2] = {spans[0].last, spans[1].last};
+    return be::check_copy_slots(inst, *in->vmm, first, last, [](const Slot &s) { return s.fd >= 0; });
 }
 
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {

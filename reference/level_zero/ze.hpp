@@ -17,6 +17,7 @@
 // seeds/000), so no context here ever holds more than one device (REG-DEVICE).
 #pragma once
 #include "backend_table.hpp"
+#include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
 
@@ -287,6 +288,9 @@ std::shared_ptr<Vmm> vmm_create();
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // close, first: waits for the slots' work, closes them, stops the threads.
 size_t vmm_close(Instance *in);  // returns the slots it closed
+// VMM-UNMAPPED-FAULTS: copy's refusal of bytes in a slot that is not mapped (slot_book.hpp's
+// check_copy_slots over this instance's slots); XMC_OK when no described byte lies in one.
+xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]);
 // close, once the streams are gone (no list can still wait on a request's
 // events): destroys the requests' events. Returns the first failure.
 ze_result_t vmm_release_events(Instance *in);

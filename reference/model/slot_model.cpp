@@ -206,6 +206,7 @@ void SlotModel::roll_back_remap(int r, int keep_mapped) {
 
 void SlotModel::fail(int r, uint32_t index) {
     ModelRequest &q = requests_[r];
+    q.failed_at = static_cast<int>(index);
     if (q.kind == RequestKind::Remap) {
         roll_back_remap(r, -1);
         return;

@@ -62,6 +62,7 @@ struct ModelRequest {
     bool adopted = false;
     bool destroyed = false;
     bool failed = false;         // an asynchronous driver failure (VMM-ASYNC-ERROR)
+    int failed_at = -1;          // VMM-BATCH-PARTIAL: the index in the batch of the slot it failed at
 };
 
 // A graph captured over one slot (capability graph, VMM-GRAPH): its work either
@@ -99,6 +100,12 @@ public:
     // failed. A failed release leaves that slot mapped (its contents intact)
     // and releases the others; a failed remap rolls back all its mappings; a
     // remap waiting on a failed release fails too and finds the slot mapped.
+    // VMM-BATCH-PARTIAL: the request names `index` as the slot it failed at,
+    // and every slot of it ends Mapped or Released, never half-way.
+    // VMM-ERROR-CLEAR: nothing else remembers the failure: a slot's next
+    // request is answered by its state alone, as after any success.
+    // VMM-DOUBLE: a released slot is never released again (release needs
+    // Mapped: busy), and a closed slot is no slot (invalid handle, close too).
     void fail(int request, uint32_t index);
 
     // VMM-UNMAPPED-FAULTS: a released slot is never accessible (access faults).

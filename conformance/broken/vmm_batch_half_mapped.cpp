@@ -1,0 +1,37 @@
+// xmc-selftest: fails VMM-BATCH-PARTIAL
+// xmc-selftest: filter VMM-*
+// xmc-selftest: env RC_PARAMS=max_success=20
+// xmc-selftest: ctest-timeout 240
+// Bug (VMM-BATCH-PARTIAL): a batch remap that fails at slot K leaves that slot half-mapped: fresh
+// memory stays mapped (read-only, never granted write access) at its address although the request
+// reports it rolled back and the slot answers as released; an access no longer faults.
+#include "broken.hpp"
+#include "vmm_track.hpp"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace xmc::broken {
+namespace {
+xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
+    const xmc_status st = broken_vmm::rec_wait(inst, r, ms);
+    if (st == XMC_OK || st == XMC_ERR_TIMEOUT) return st;
+    bool remap = false;
+    const std::vector<xmc_slot_info> slots = broken_vmm::slots_of(r, &remap);
+    const long k = broken_vmm::failed_index(host(), inst);
+    if (!remap || slots.size() < 2 || k < 0 || k >= static_cast<long>(slots.size())) return st;
+    const xmc_slot_info &s = slots[static_cast<size_t>(k)];
+    const int fd = memfd_create("xmc-half-mapped", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, static_cast<off_t>(s.size)) == 0)
+        mmap(s.address, s.size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
+    if (fd >= 0) ::close(fd);
+    return st;
+}
+} // namespace
+
+void plant(xmc_backend &t) {
+    broken_vmm::record_calls(t, host());
+    t.request_wait = wait;
+}
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_vmm_batch_half_mapped")
