@@ -3,8 +3,12 @@
 // failure the report names the backend, the seed and the RC_PARAMS string
 // that reproduces it, and replays the minimal sequence against the host
 // reference backend: if the host passes it, the backend broke the contract;
-// if the host fails it too, the suite or the model is at fault.
+// if the host fails it too, the suite or the model is at fault. The commands
+// of range operations count the boundary classes they reach (boundary.hpp); a
+// property run reports them where $XMC_BOUNDARY_REPORT names a file.
 #pragma once
+#include "boundary.hpp"
+
 #include <gtest/gtest.h>
 #include <rapidcheck.h>
 #include <rapidcheck/state.h>
@@ -32,19 +36,25 @@ void check_stateful(const std::string &backend, const Model &initial,
     meta.description = info->name();
 
     Cmds last_failing;  // rapidcheck shrinks; the last failing run is the minimal one
+    boundary_tally().reset();
     auto property = [&] {
         const auto cmds = *rc::state::gen::commands(initial, gen);
         auto sut = make_sut(backend);
         RC_ASSERT(static_cast<bool>(sut));
+        boundary_tally().begin_sequence();
         try {
             rc::state::runAll(cmds, initial, *sut);
         } catch (...) {
             last_failing = cmds;
             throw;
         }
+        boundary_tally().end_sequence();
     };
     const auto result = rc::detail::checkTestable(property, meta);
-    if (result.template is<rc::detail::SuccessResult>()) return;
+    if (result.template is<rc::detail::SuccessResult>()) {
+        boundary_tally().report(meta.id, backend);
+        return;
+    }
 
     std::ostringstream os;
     os << "stateful property failed on backend '" << backend << "' (seed " << rc_seed() << ")\n";
