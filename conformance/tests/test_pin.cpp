@@ -510,8 +510,18 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
         EXPECT_EQ(now.blocks_now, with_shared.blocks_now) << "block count drifted in round " << round;
     }
     for (const auto &f : failures) ADD_FAILURE() << f;
-    for (auto &s : shared) XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, s.base));
+    // The shared blocks' frees bracketed by their own snapshot: a check against
+    // the snapshot from before the test passed on a counter that never goes
+    // down whenever an earlier test had left its peak above this one's.
+    const xmc_pin_stats before_free = stats();
+    uint64_t shared_bytes = 0;
+    for (auto &s : shared) {
+        shared_bytes += s.size;
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, s.base));
+    }
     const xmc_pin_stats end = stats();
+    EXPECT_EQ(end.bytes_now, before_free.bytes_now - shared_bytes)
+        << "freeing the shared blocks did not take their bytes off the count";
     EXPECT_EQ(end.bytes_now, baseline_.bytes_now) << "accounting drifted under concurrency";
     EXPECT_EQ(end.blocks_now, baseline_.blocks_now);
 }
@@ -529,14 +539,21 @@ TEST_P(PinTest, PIN_REFS_ReleasedOnlyWithLastReference) {
     auto *b = static_cast<char *>(r.base);
     XMC_ASSERT_STATUS(XMC_OK, api->pin_ref(inst, b + 10));          // through an interior address
     XMC_ASSERT_STATUS(XMC_OK, api->pin_ref(inst, b + r.size - 1));
+    // Each step's accounting is bracketed by its own snapshot: a check against
+    // a snapshot from before the block existed would depend on the peak that
+    // earlier tests left (a counter that never goes down escaped that way).
+    const xmc_pin_stats held = stats();
     XMC_ASSERT_STATUS(XMC_OK, api->pin_free(inst, r.base));         // the owner's reference
     EXPECT_EQ(query(b).pinned, 1) << "released while two references were held";
     XMC_ASSERT_STATUS(XMC_OK, api->pin_unref(inst, b + 5));
     EXPECT_EQ(query(b).pinned, 1) << "released on the first of two references";
     EXPECT_TRUE(lock_state(b, r.size).all_locked);
+    EXPECT_EQ(stats().bytes_now, held.bytes_now) << "the block's bytes left the count while a reference was held";
     XMC_ASSERT_STATUS(XMC_OK, api->pin_unref(inst, b));
     EXPECT_EQ(query(b).pinned, 0) << "not released with the last reference";
-    EXPECT_EQ(stats().bytes_now, baseline_.bytes_now);
+    EXPECT_FALSE(lock_state(b, r.size).any_locked) << "the last reference went and the pages are still locked";
+    EXPECT_EQ(stats().bytes_now, held.bytes_now - r.size)
+        << "the last reference went and bytes pinned did not drop by the block's size";
     XMC_EXPECT_REFUSED(XMC_ERR_NOT_PINNED_BASE, api->pin_unref(inst, b), "pin_unref");
 }
 
@@ -547,12 +564,14 @@ TEST_P(PinTest, PIN_REFS_ReleaseThroughRecordedBaseAfterPointerMoved) {
     XMC_ASSERT_STATUS(XMC_OK, api->pin_ref(inst, cursor));
     void *recorded = a.base;
     cursor = static_cast<char *>(other.base);           // ... later redirected elsewhere
+    const xmc_pin_stats held = stats();                 // the accounting of this release alone
     XMC_ASSERT_STATUS(XMC_OK, api->pin_free(inst, recorded));
     XMC_ASSERT_STATUS(XMC_OK, api->pin_unref(inst, recorded));
     EXPECT_EQ(query(recorded).pinned, 0) << "the original block was never released";
     EXPECT_EQ(query(cursor).pinned, 1) << "releasing through the recorded base touched another block";
+    EXPECT_EQ(stats().bytes_now, held.bytes_now - a.size) << "the release through the recorded base did not take "
+                                                             "exactly the original block's bytes off the count";
     api->pin_free(inst, other.base);
-    EXPECT_EQ(stats().bytes_now, baseline_.bytes_now);
 }
 
 TEST_P(HostileTest, PIN_REFS_HostileAddressesRefusedWithNothingChanged) {
@@ -618,8 +637,10 @@ TEST_P(PinDeviceTest, PIN_DEVICE_DriverRejectionDegradesToLockOnlyWithItsCode) {
     EXPECT_EQ(r.reg_native_code, control_->reject_register_code) << "the driver's code is not carried";
     EXPECT_TRUE(lock_state(r.base, r.size).all_locked) << "a lock-only block must still be locked";
     EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
+    const xmc_pin_stats held = stats();
     XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
-    EXPECT_EQ(stats().bytes_now, before.bytes_now);
+    EXPECT_EQ(stats().blocks_now, before.blocks_now) << "the lock-only block outlived its free";
+    EXPECT_EQ(stats().bytes_now, held.bytes_now - r.size) << "its free did not take the block's bytes off the count";
 }
 
 TEST_P(PinDeviceTest, PIN_DEVICE_NonIdentityRegistrationDegradesToLockOnly) {
@@ -652,7 +673,7 @@ TEST_P(PinDeviceTest, PIN_DEVICE_FailedDriverReleaseKeepsTheBlock) {
     api->pin_query(inst, r.base, r.size, &q);
     EXPECT_EQ(q.pinned, 1) << "success reported over a failed release: the block is gone while the device maps it";
     EXPECT_TRUE(lock_state(r.base, r.size).all_locked);
-    EXPECT_EQ(stats().bytes_now, before.bytes_now);
+    EXPECT_EQ(stats().bytes_now, before.bytes_now) << "a failed free changed bytes pinned";
     XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));  // the retry releases it
     api->pin_query(inst, r.base, 1, &q);
     EXPECT_EQ(q.pinned, 0);
