@@ -5,7 +5,9 @@
 // are observed, and how gates hold a stream: vmm_env.hpp; the stateful
 // commands: vmm_commands.hpp. Each requirement's property names its mix of
 // commands and the refusals it draws.
+#include "boundary.hpp"
 #include "hostile.hpp"
+#include "os_facts.hpp"
 #include "slot_model.hpp"
 #include "vmm_commands.hpp"
 #include "vmm_env.hpp"
@@ -13,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -345,6 +348,93 @@ TEST_P(HostileVmmTest, VMM_REMAP_COPY_HostileSourcesRefusedWithNothingChanged) {
     for (auto *q : requests_) api->request_destroy(inst, q);
     requests_.clear();
     XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, src.base));
+}
+
+// The real extent of the pinned block at `p` (a backend may round a block up).
+Span pinned_span(const xmc_backend *api, xmc_instance *inst, const void *p) {
+    xmc_pin_info q{};
+    api->pin_query(inst, p, 1, &q);
+    return {reinterpret_cast<uintptr_t>(q.base), q.size};
+}
+
+// A remap's source at every boundary class (boundary.hpp) around two pinned
+// blocks longer than the slot: taken exactly when the model says (the base of
+// one block holding every byte, at least the slot's size), and then the slot
+// holds that block's bytes; every refusal maps nothing. A backend that checks
+// only that the source starts in a pinned block, or only its first and last
+// byte, fails one of them.
+TEST_P(VmmTest, VMM_REMAP_COPY_SourceAtEveryBoundaryClassAgreesWithTheModel) {
+    Env &v = e();
+    auto r = v.released_slot(1);
+    ASSERT_NE(r.slot, nullptr);
+    const size_t n = r.info.size, pg = page_size();
+    void *pa = v.source(n + 2 * pg, 301), *pb = v.source(n + 2 * pg, 302);
+    ASSERT_TRUE(pa && pb);
+    Span lo = pinned_span(api, v.inst, pa), hi = pinned_span(api, v.inst, pb);
+    int lo_tag = 301, hi_tag = 302;
+    if (hi.base < lo.base) {
+        std::swap(lo, hi);
+        std::swap(lo_tag, hi_tag);
+    }
+    const uint64_t free_released = v.free_memory();
+    for (const BoundaryRange &c : boundary_ranges(lo, hi, pg)) {
+        SCOPED_TRACE(std::string(boundary_name(c.cls)) + ": " + c.what);
+        SlotModel m;
+        ASSERT_EQ(m.create(n), XMC_OK);
+        m.release({0});
+        m.wait(0);
+        const Source k = source_class(c.addr, c.len, n, {lo, hi});
+        const xmc_status want = m.remap({0}, {k}, {1}, 0);
+        xmc_request *q = nullptr;
+        const xmc_status got = v.remap(r.slot, v.io, reinterpret_cast<const void *>(c.addr), c.len, 0, &q);
+        EXPECT_EQ(got, want) << "source " << source_name(k) << " (+" << c.addr - lo.base << ", " << c.len
+                             << " bytes): got " << xmc_status_string(got) << ", the model says "
+                             << xmc_status_string(want) << " " << v.error();
+        if (got != XMC_OK) {
+            EXPECT_EQ(v.free_memory(), free_released) << "a refused remap mapped memory";
+            continue;
+        }
+        ASSERT_TRUE(v.ok(v.wait(q)));
+        EXPECT_TRUE(holds(v.read(r.info), c.addr == lo.base ? lo_tag : hi_tag));
+        ASSERT_TRUE(v.ok(v.destroy(q)));  // never adopted: the slot is released again
+        EXPECT_EQ(v.free_memory(), free_released) << "the destroyed remap's mapping outlived it";
+    }
+}
+
+// A source across two touching pinned blocks (where the backend places one
+// right after another) is no one block's: refused. When none of a few touch,
+// the class cannot be made and the test says so.
+TEST_P(VmmTest, VMM_REMAP_COPY_SourceAcrossTwoTouchingBlocksIsRefused) {
+    Env &v = e();
+    auto r = v.released_slot(1);
+    ASSERT_NE(r.slot, nullptr);
+    std::vector<Span> blocks;
+    for (int i = 0; i < 8; ++i) {
+        void *p = v.source(r.info.size, 311 + i);
+        ASSERT_NE(p, nullptr);
+        blocks.push_back(pinned_span(api, v.inst, p));
+    }
+    const Span *first = nullptr, *second = nullptr;
+    uintptr_t nearest = UINTPTR_MAX;
+    for (const Span &a : blocks)
+        for (const Span &b : blocks) {
+            if (b.base == a.end()) first = &a, second = &b;
+            if (b.base >= a.end()) nearest = std::min(nearest, b.base - a.end());
+        }
+    if (!first)
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' placed none of 8 pinned blocks right after "
+                                        "another (the nearest were " << nearest << " bytes apart): no source "
+                                        "across two touching blocks can be made");
+    const uint64_t free_released = v.free_memory();
+    for (const BoundaryRange &c : boundary_ranges(*first, *second, 1)) {
+        if (c.cls != Boundary::SpansAdjacent || c.len < r.info.size) continue;
+        xmc_request *q = nullptr;
+        EXPECT_TRUE(v.refused(XMC_ERR_NOT_PINNED_BASE,
+                              v.remap(r.slot, v.io, reinterpret_cast<const void *>(c.addr), c.len, 0, &q),
+                              "slot_remap"))
+            << c.what;
+    }
+    EXPECT_EQ(v.free_memory(), free_released) << "a refused remap mapped memory";
 }
 
 TEST_P(VmmTest, VMM_REMAP_COPY_StatefulSequencesAgreeWithModel) {
