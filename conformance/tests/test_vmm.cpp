@@ -961,6 +961,50 @@ TEST_P(VmmTest, VMM_CLOSE_ClosedSlotIsRefusedEverywhere) {
     EXPECT_EQ(v.free_memory(), free0);
 }
 
+// After release, remap and adopt, close unmaps and frees the slot's whole
+// range: no mapping covers a byte of it that did not before the slot was
+// created (/proc/self/maps, where slots are memfds mapped into the process:
+// the host and the fakes), no memfd mapping the slot made is left, no
+// address reservation or mapping of it is left in a fake driver's ledger, and
+// the device has its memory back. A slot whose remap put its memory elsewhere
+// leaves its original reservation behind on close.
+TEST_P(VmmTest, VMM_CLOSE_FreesTheWholeRangeAfterReleaseAndRemap) {
+    Env &v = e();
+    const std::vector<std::string> before = read_maps();
+    const size_t memfds = memfd_mappings();
+    const uint64_t free0 = v.free_memory();
+    xmc_slot_info info{};
+    xmc_slot *s = v.create(3 << 20, &info);
+    ASSERT_NE(s, nullptr);
+    const bool host_mapped = memfd_backed(info.address, info.size);
+    void *src = v.source(info.size, 261);
+    for (int cycle = 0; cycle < 2; ++cycle) {
+        xmc_request *rel = nullptr, *rem = nullptr;
+        ASSERT_TRUE(v.ok(v.release(s, v.io, &rel)));
+        ASSERT_TRUE(v.ok(v.wait(rel)));
+        ASSERT_TRUE(v.ok(v.remap(s, v.io, src, info.size, 0, &rem)));
+        ASSERT_TRUE(v.ok(v.wait(rem)));
+        ASSERT_TRUE(v.ok(api->request_adopt(v.inst, rem)));
+        ASSERT_TRUE(v.ok(v.destroy(rem)));
+        ASSERT_TRUE(v.ok(v.destroy(rel)));
+    }
+    ASSERT_TRUE(v.ok(v.close(s)));
+    v.free_source(src);
+    EXPECT_EQ(v.free_memory(), free0) << "close did not give the slot's memory back";
+    if (host_mapped) {
+        const std::vector<std::string> was = maps_overlapping(before, info.address, info.size);
+        for (const std::string &line : maps_overlapping(read_maps(), info.address, info.size))
+            EXPECT_TRUE(std::find(was.begin(), was.end(), line) != was.end())
+                << "after close a mapping still covers part of the slot's range [" << info.address << ", +"
+                << info.size << "): " << line;
+        EXPECT_EQ(memfd_mappings(), memfds) << "after close a memfd mapping the slot made is left";
+    }
+    if (const DriverControl *c = driver_control(api, nullptr)) {
+        for (const std::string &line : ledger_ranges_overlapping(*c, info.address, info.size))
+            ADD_FAILURE() << "after close the driver still holds, in the slot's range: " << line;
+    }
+}
+
 TEST_P(VmmTest, VMM_CLOSE_StatefulSequencesAgreeWithModel) {
     run_stateful<Create, Write, Check, Release, Remap, Remap, Launch, Launch, Wait, Adopt, Destroy, Close, Query,
                  CheckMemory>(kCloseAny, GetParam(), "");
