@@ -40,9 +40,12 @@ static xmc_status pin_unref(xmc_instance *inst, const void *p) {
 }
 static xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) {
     xmc_status st = host()->pin_stats(inst, out);
+    // The result is read only once the host filled it: a refusal (a NULL
+    // result) is the host's, unchanged. The bug is the race, not a crash.
+    if (st != XMC_OK) return st;
     // Reports its own counter, offset so that it agrees while nothing races.
     static const uint64_t base = out->bytes_now - static_cast<uint64_t>(counted.load());
-    if (st == XMC_OK) out->bytes_now = base + static_cast<uint64_t>(counted.load());
+    out->bytes_now = base + static_cast<uint64_t>(counted.load());
     return st;
 }
 void plant(xmc_backend &t) { t.pin_alloc = pin_alloc; t.pin_free = pin_free; t.pin_stats = pin_stats; t.pin_unref = pin_unref; }

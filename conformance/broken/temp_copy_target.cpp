@@ -1,10 +1,12 @@
-// xmc-selftest: fails AFF-EXEC-EXACT,AFF-MAP-FLAT
+// xmc-selftest: fails AFF-EXEC-EXACT,AFF-MAP-FLAT,AFF-REFUSE-BEFORE-WRITE
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
 // Bug (seeds/README.md): a non-contiguous target is written through a temporary. The executor
 // writes into a zeroed dense copy of the target's extent and copies that whole extent back, so the
-// memory between the target's elements is clobbered. AFF-MAP-FLAT fails too: a flat target's
+// memory between the target's elements is clobbered (AFF-EXEC-EXACT). The request is checked with
+// the temporary as its target, so a target whose extent spans the source is not seen to overlap it:
+// taken, and the copy back writes the source (AFF-REFUSE-BEFORE-WRITE). AFF-MAP-FLAT fails too: a flat target's
 // padding between the runs written is clobbered the same way.
 #include "broken.hpp"
 

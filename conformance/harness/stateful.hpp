@@ -7,7 +7,11 @@
 // the runner's own (load_reference); where it is not installed beside xmc
 // (a runner carried to another machine alone), or cannot run what the
 // sequence needs, the report says "no verdict" and why, and never guesses.
+// The commands
+// of range operations count the boundary classes they reach (boundary.hpp); a
+// property run reports them where $XMC_BOUNDARY_REPORT names a file.
 #pragma once
+#include "boundary.hpp"
 #include "loader.hpp"
 
 #include <gtest/gtest.h>
@@ -39,19 +43,25 @@ void check_stateful(const std::string &backend, const Model &initial,
     meta.description = info->name();
 
     Cmds last_failing;  // rapidcheck shrinks; the last failing run is the minimal one
+    boundary_tally().reset();
     auto property = [&] {
         const auto cmds = *rc::state::gen::commands(initial, gen);
         auto sut = make_sut(backend);
         RC_ASSERT(static_cast<bool>(sut));
+        boundary_tally().begin_sequence();
         try {
             rc::state::runAll(cmds, initial, *sut);
         } catch (...) {
             last_failing = cmds;
             throw;
         }
+        boundary_tally().end_sequence();
     };
     const auto result = rc::detail::checkTestable(property, meta);
-    if (result.template is<rc::detail::SuccessResult>()) return;
+    if (result.template is<rc::detail::SuccessResult>()) {
+        boundary_tally().report(meta.id, backend);
+        return;
+    }
 
     std::ostringstream os;
     os << "stateful property failed on backend '" << backend << "' (seed " << rc_seed() << ")\n";

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -87,6 +88,51 @@ bool memfd_backed(const void *addr, size_t n) {
     return false;
 }
 
+std::vector<std::string> read_maps() {
+    std::vector<std::string> v;
+    std::ifstream maps("/proc/self/maps");
+    for (std::string line; std::getline(maps, line);) v.push_back(line);
+    return v;
+}
+
+std::vector<std::string> maps_overlapping(const std::vector<std::string> &maps, const void *addr, size_t n) {
+    const auto lo = reinterpret_cast<uintptr_t>(addr), hi = lo + n;
+    std::vector<std::string> v;
+    for (const std::string &line : maps) {
+        unsigned long a = 0, b = 0;
+        if (std::sscanf(line.c_str(), "%lx-%lx", &a, &b) == 2 && b > lo && a < hi) v.push_back(line);
+    }
+    return v;
+}
+
+size_t memfd_mappings() {
+    size_t n = 0;
+    for (const std::string &line : read_maps()) n += line.find("/memfd:") != std::string::npos;
+    return n;
+}
+
+std::vector<std::string> ledger_ranges_overlapping(const DriverControl &c, const void *addr, size_t n) {
+    // "address reservation 0x<base>, <n> bytes" and "mapping 0x<va>, <n> bytes, ..." (fake CUDA);
+    // "reservation 0x<base> size=<n> ..." and "mapping 0x<va> size=<n> ..." (fake Level Zero).
+    const auto lo = reinterpret_cast<uintptr_t>(addr), hi = lo + n;
+    std::vector<std::string> v;
+    std::istringstream in(c.ledger_text());
+    for (std::string line; std::getline(in, line);) {
+        if (line.rfind("address reservation ", 0) != 0 && line.rfind("reservation ", 0) != 0 &&
+            line.rfind("mapping ", 0) != 0)
+            continue;
+        const size_t at = line.find("0x");
+        if (at == std::string::npos) continue;
+        char *rest = nullptr;
+        const unsigned long long base = std::strtoull(line.c_str() + at, &rest, 16);
+        while (*rest == ',' || *rest == ' ') ++rest;
+        if (std::strncmp(rest, "size=", 5) == 0) rest += 5;
+        const unsigned long long size = std::strtoull(rest, nullptr, 10);
+        if (base < hi && lo < base + size) v.push_back(line);
+    }
+    return v;
+}
+
 int in_child(const std::function<int()> &touch) {
     const pid_t pid = fork();
     if (pid == 0) {
@@ -104,6 +150,42 @@ bool died_by_fault(int status) {
     return WIFSIGNALED(status) && (WTERMSIG(status) == SIGSEGV || WTERMSIG(status) == SIGBUS);
 }
 
+// ---- warm-up ----------------------------------------------------------------
+
+namespace {
+void nothing(void *) {}
+} // namespace
+
+void warm_up(const xmc_backend *api, xmc_instance *inst) {
+    xmc_stream *s = nullptr;
+    if (api->stream_create(inst, 0, &s) != XMC_OK) return;
+    api->host_callback(inst, s, &nothing, nullptr);
+    xmc_event *ev = nullptr;
+    if (api->event_create(inst, 0, &ev) == XMC_OK) {
+        api->event_record(inst, ev, s);
+        api->event_synchronize(inst, ev);
+    }
+    char bytes[64] = {};
+    xmc_pin_result pin{};
+    const int32_t dev = (api->capabilities & XMC_CAP_PIN_REGISTER) ? 0 : XMC_NO_DEVICE;
+    const bool pinned = (api->capabilities & XMC_CAP_PIN) && api->pin_alloc(inst, sizeof bytes, 64, dev, &pin) == XMC_OK;
+    xmc_slot *slot = nullptr;
+    xmc_slot_info info{};
+    if (api->slot_create(inst, 0, 1, &slot, &info) == XMC_OK) {
+        xmc_copy_desc in = Env::linear(bytes, XMC_MEM_HOST, info.address, XMC_MEM_DEVICE, sizeof bytes);
+        api->copy(inst, &in, s);
+        xmc_copy_desc out = Env::linear(info.address, XMC_MEM_DEVICE, pinned ? pin.base : bytes,
+                                        pinned ? XMC_MEM_PINNED : XMC_MEM_HOST, sizeof bytes);
+        api->copy(inst, &out, s);
+        api->stream_synchronize(inst, s);
+        api->slot_close(inst, slot);
+    }
+    api->stream_synchronize(inst, s);
+    if (ev) api->event_destroy(inst, ev);
+    if (pinned) api->pin_free(inst, pin.base);
+    api->stream_destroy(inst, s);
+}
+
 // ---- Env --------------------------------------------------------------------
 
 std::unique_ptr<Env> Env::open(const xmc_backend *api, const char *options, std::string *why) {
@@ -119,6 +201,7 @@ std::unique_ptr<Env> Env::open(const xmc_backend *api, const char *options, std:
         *why = std::string("stream_create failed: ") + xmc_status_string(st);
         return nullptr;
     }
+    warm_up(api, e->inst);  // before any test takes a snapshot of free memory or of the ledger
     return e;
 }
 

@@ -56,6 +56,17 @@ size_t mismatch(const std::vector<char> &got, int tag, size_t at = 0);
 // Does a mapping backed by a memfd overlap [addr, addr+n)? (/proc/self/maps;
 // the host backend and the fake CUDA driver back slots with memfds.)
 bool memfd_backed(const void *addr, size_t n);
+// The lines of /proc/self/maps, and those of `maps` whose range overlaps
+// [addr, addr+n): what a closed slot must leave of its range is what was
+// there before it was created (VMM-CLOSE).
+std::vector<std::string> read_maps();
+std::vector<std::string> maps_overlapping(const std::vector<std::string> &maps, const void *addr, size_t n);
+// How many mappings of memfds the process has (the host and the fake CUDA
+// driver back slots with memfds; each slot mapping is one).
+size_t memfd_mappings();
+// The fake driver's address reservations and mappings (its ledger lines) that
+// overlap [addr, addr+n).
+std::vector<std::string> ledger_ranges_overlapping(const DriverControl &c, const void *addr, size_t n);
 // The wait status of a forked child that runs `touch` and exits with its result.
 int in_child(const std::function<int()> &touch);
 bool died_by_fault(int status);
@@ -70,6 +81,16 @@ bool eventually(Pred pred, std::chrono::milliseconds limit) {
     }
     return true;
 }
+
+// Makes the driver's lazy allocations happen before a test measures: a
+// stream created, run (a host callback, an event) and destroyed, a pinned
+// block, a slot created, copied into and out of, and closed. On the H200 the
+// first stream creation keeps 2 MiB of device memory for good: a free-memory
+// check that brackets it measures the driver, not the call under test.
+// Env::open calls it; a test that measures on an instance of its own calls it
+// before its first snapshot. No release or remap: the host's test-only fault
+// options count those.
+void warm_up(const xmc_backend *api, xmc_instance *inst);
 
 // ---- gates ------------------------------------------------------------------
 

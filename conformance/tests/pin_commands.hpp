@@ -3,6 +3,7 @@
 // (reference/model/pin_model.hpp), and run_stateful, which checks random
 // sequences of a mix of them.
 #pragma once
+#include "boundary.hpp"
 #include "fixture.hpp"
 #include "loader.hpp"
 #include "pin_env.hpp"
@@ -232,6 +233,85 @@ struct Query : PinCmd {
             RC_ASSERT(reinterpret_cast<uintptr_t>(q.base) == reinterpret_cast<uintptr_t>(s.blocks[want].base));
     }
     void show(std::ostream &os) const override { os << "query(" << show_addr(a) << ", " << len << ")"; }
+};
+
+// PIN-QUERY at every boundary class (boundary.hpp) around one block: one
+// range of each class, the classes that span two reaching the next live block
+// in memory, cut at run time from the real addresses (the model knows only
+// ordinals). The model over the real ranges says each answer, and the class
+// each range really has (classify) is counted: by construction every command
+// with two live blocks reaches every class the layout allows.
+struct RangeQuery : PinCmd {
+    int block;
+    uint64_t r1, r2;
+    explicit RangeQuery(const PinModel &m)
+        : block(*rc::gen::weightedOneOf<int>({{7, gen_live_block(m)}, {1, gen_any_block(m)}})),
+          r1(*rc::gen::arbitrary<uint64_t>()), r2(*rc::gen::arbitrary<uint64_t>()) {}
+    static rc::Gen<int> gen_any_block(const PinModel &m) {
+        return m.blocks().empty() ? rc::gen::just(-1) : rc::gen::inRange(0, static_cast<int>(m.blocks().size()));
+    }
+    static rc::Gen<int> gen_live_block(const PinModel &m) {
+        std::vector<int> live;
+        for (size_t i = 0; i < m.blocks().size(); ++i)
+            if (m.blocks()[i].live) live.push_back(static_cast<int>(i));
+        return live.empty() ? gen_any_block(m) : rc::gen::elementOf(live);
+    }
+    void checkPreconditions(const PinModel &m) const override {
+        RC_PRE(block < static_cast<int>(m.blocks().size()));
+    }
+    void apply(PinModel &) const override {}
+    // The range of class c around block `block`.
+    std::pair<uintptr_t, size_t> range(Boundary c, const PinModel &m, const PinSut &s) const {
+        if (block < 0) return {reinterpret_cast<uintptr_t>(s.unknown) + r1 % 128, r2 % 128};
+        const auto &b = s.blocks[block];
+        const uintptr_t base = reinterpret_cast<uintptr_t>(b.base);
+        const size_t size = b.size, off = r1 % size, in = r1 % (size - 1);
+        switch (c) {
+        case Boundary::Inside: return {base + in, 1 + r2 % (size - 1 - in)};
+        case Boundary::EndsAtEnd: return {base + off, size - off};
+        case Boundary::OnePastEnd: return {base + off, size - off + 1};
+        case Boundary::IntoUnowned:
+            if (r2 % 2) return {base + off, size - off + 2 + r2 % 4096};  // past the end
+            return {base - 1 - r2 % 64, 2 + r2 % 64 + off};               // from before the base
+        case Boundary::SpansAdjacent:
+        case Boundary::SpansGap: {
+            // Into the live block that starts next in memory after this one:
+            // one construction for both, the layout decides which it is.
+            uintptr_t next = 0;
+            size_t next_size = 0;
+            for (size_t i = 0; i < m.blocks().size(); ++i) {
+                const auto nb = reinterpret_cast<uintptr_t>(s.blocks[i].base);
+                if (m.blocks()[i].live && nb >= base + size && (next == 0 || nb < next)) {
+                    next = nb;
+                    next_size = s.blocks[i].size;
+                }
+            }
+            if (next == 0) return {base + off, size - off + 1 + r2 % 4096};
+            return {base + off, next - base - off + 1 + r2 % next_size};
+        }
+        case Boundary::ZeroLength: return {base + r1 % (size + 1), 0};
+        }
+        return {base, 0};
+    }
+    void run(const PinModel &m, PinSut &s) const override {
+        std::vector<Span> live;
+        for (size_t i = 0; i < m.blocks().size(); ++i)
+            if (m.blocks()[i].live) live.push_back({reinterpret_cast<uintptr_t>(s.blocks[i].base), s.blocks[i].size});
+        for (Boundary c : all_boundaries()) {
+            if (c == Boundary::SpansGap) continue;  // SpansAdjacent's construction reaches both
+            const auto [addr, len] = range(c, m, s);
+            boundary_tally().reach(classify(addr, len, live));
+            const int want = m.containing_block(addr, len, s.real_ranges());
+            xmc_pin_info q{};
+            RC_ASSERT(s.api->pin_query(s.inst, reinterpret_cast<const void *>(addr), len, &q) == XMC_OK);
+            RC_ASSERT(q.pinned == (want >= 0 ? 1 : 0));
+            if (want >= 0)
+                RC_ASSERT(reinterpret_cast<uintptr_t>(q.base) == reinterpret_cast<uintptr_t>(s.blocks[want].base));
+        }
+    }
+    void show(std::ostream &os) const override {
+        os << "query_every_boundary_class(block" << block << ", " << r1 << ", " << r2 << ")";
+    }
 };
 
 struct CheckStats : PinCmd {

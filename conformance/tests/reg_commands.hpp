@@ -3,6 +3,7 @@
 // against the registration model (reference/model/reg_model.hpp), and
 // run_stateful, which checks random sequences of a mix of them.
 #pragma once
+#include "boundary.hpp"
 #include "fixture.hpp"
 #include "loader.hpp"
 #include "reg_env.hpp"
@@ -10,6 +11,7 @@
 #include "stateful.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,17 +33,69 @@ struct RegSut {
 
 using RegCmd = rc::state::Command<RegModel, RegSut>;
 
+// The live registrations as spans of arena offsets, and the one that starts
+// next after `after` (or nullptr).
+inline std::vector<Span> live_spans(const RegModel &m) {
+    std::vector<Span> v;
+    for (const auto &[b, r] : m.live) v.push_back({b, r.size});
+    return v;
+}
+inline const Span *next_after(const std::vector<Span> &v, size_t after) {
+    const Span *n = nullptr;
+    for (const Span &x : v)
+        if (x.base >= after && (!n || x.base < n->base)) n = &x;
+    return n;
+}
+
+constexpr size_t kArenaPages = 64;
+
+// REG-DOUBLE: a range of a drawn boundary class (boundary.hpp) around a live
+// registration, in pages; or placed right after one (two touching
+// registrations, which the adjacent classes need); or anywhere.
 struct Register : RegCmd {
     size_t off, n;
     int32_t device;
-    explicit Register(const RegModel &m)
-        : off(*rc::gen::weightedOneOf<size_t>({{6, rc::gen::map(rc::gen::inRange<size_t>(0, 56), [p = m.page](size_t i) { return i * p; })},
-                                               {1, rc::gen::inRange<size_t>(0, 56 * m.page)}})),
-          n(*rc::gen::weightedOneOf<size_t>({{6, rc::gen::map(rc::gen::inRange<size_t>(1, 7), [p = m.page](size_t i) { return i * p; })},
-                                             {1, rc::gen::inRange<size_t>(1, 6 * m.page)}})),
-          device(*rc::gen::inRange<int32_t>(0, m.devices)) {}
+    explicit Register(const RegModel &m) : device(*rc::gen::inRange<int32_t>(0, m.devices)) {
+        const size_t p = m.page;
+        const std::vector<Span> live = live_spans(m);
+        const int how = live.empty() ? 0 : *rc::gen::weightedOneOf<int>({{2, rc::gen::just(0)}, {3, rc::gen::just(1)},
+                                                                         {4, rc::gen::just(2)}});
+        if (how == 1) {  // right after a live registration: touching, not overlapping
+            const Span &l = *rc::gen::elementOf(live);
+            off = l.end();
+            n = *rc::gen::inRange<size_t>(1, 4) * p;
+        } else if (how == 2) {
+            const Span &l = *rc::gen::elementOf(live);
+            const size_t k = *rc::gen::inRange<size_t>(0, l.size / p) * p;  // a page of it
+            const Span *next = next_after(live, l.end());
+            switch (static_cast<Boundary>(*rc::gen::inRange(0, static_cast<int>(kBoundaryClasses)))) {
+            case Boundary::Inside: off = l.base + k; n = *rc::gen::inRange<size_t>(1, (l.size - k) / p + 1) * p;
+                if (off + n == l.end() && n > p) n -= p;
+                break;
+            case Boundary::EndsAtEnd: off = l.base + k; n = l.size - k; break;
+            case Boundary::OnePastEnd: off = l.base + k; n = l.size - k + p; break;
+            case Boundary::IntoUnowned:
+                if (*rc::gen::arbitrary<bool>()) { off = l.base + k; n = l.size - k + 2 * p; }
+                else { off = l.base >= p ? l.base - p : l.base; n = 2 * p; }
+                break;
+            case Boundary::SpansAdjacent:
+            case Boundary::SpansGap:  // into the next one: touching or across a gap, as placed
+                off = l.base + k;
+                n = next ? next->base - off + p : l.size - k + p;
+                break;
+            case Boundary::ZeroLength: off = l.base + k; n = 0; break;
+            }
+        } else {
+            off = *rc::gen::weightedOneOf<size_t>({{6, rc::gen::map(rc::gen::inRange<size_t>(0, 56), [p](size_t i) { return i * p; })},
+                                                   {1, rc::gen::inRange<size_t>(0, 56 * p)}});
+            n = *rc::gen::weightedOneOf<size_t>({{6, rc::gen::map(rc::gen::inRange<size_t>(1, 7), [p](size_t i) { return i * p; })},
+                                                 {1, rc::gen::inRange<size_t>(1, 6 * p)}});
+        }
+        if (off + n > kArenaPages * p) n = kArenaPages * p - off;  // stay in the arena
+    }
     void apply(RegModel &m) const override { m.reg(off, n, device); }
     void run(const RegModel &m, RegSut &s) const override {
+        boundary_tally().reach(classify(off, n, live_spans(m), m.page));
         RegModel next = m;
         const xmc_status want = next.reg(off, n, device);
         xmc_reg_info info{};
@@ -57,21 +111,66 @@ struct Register : RegCmd {
     void show(std::ostream &os) const override { os << "register(+" << off << ", " << n << ", device " << device << ")"; }
 };
 
+// REG-UNREG-BASE at the boundary classes of an address (boundary.hpp): only a
+// recorded base is taken; the base of a registration that touches the one
+// before it (adjacent) removes that one alone.
+// The base of a registration nothing touches is no boundary class (nullopt).
+inline std::optional<Boundary> unregister_class(const RegModel &m, size_t off, bool zero_length) {
+    if (zero_length) return Boundary::ZeroLength;
+    const std::vector<Span> live = live_spans(m);
+    for (const Span &x : live) {
+        if (off == x.base) {
+            for (const Span &y : live)
+                if (y.end() == off) return Boundary::SpansAdjacent;
+            return std::nullopt;
+        }
+        if (off > x.base && off < x.end()) return off == x.end() - 1 ? Boundary::EndsAtEnd : Boundary::Inside;
+    }
+    bool below = false, above = false;
+    for (const Span &x : live) {
+        if (x.end() == off) return Boundary::OnePastEnd;
+        below = below || x.end() < off;
+        above = above || x.base > off;
+    }
+    return below && above ? Boundary::SpansGap : Boundary::IntoUnowned;
+}
+
 struct Unregister : RegCmd {
     size_t off;
+    bool zero_length = false;  // first a refused registration of 0 bytes at off
     explicit Unregister(const RegModel &m) {
-        std::vector<size_t> bases;
-        for (const auto &[b, r] : m.live) bases.push_back(b);
-        const size_t any = *rc::gen::inRange<size_t>(0, 64 * m.page);
-        off = bases.empty() || *rc::gen::inRange(0, 4) == 0 ? any
-              : bases[*rc::gen::inRange<size_t>(0, bases.size())] + (*rc::gen::inRange(0, 3) == 0 ? m.page : 0);
+        const std::vector<Span> live = live_spans(m);
+        const size_t any = *rc::gen::inRange<size_t>(0, kArenaPages * m.page);
+        if (live.empty() || *rc::gen::inRange(0, 6) == 0) {
+            off = any;
+            zero_length = *rc::gen::inRange(0, 4) == 0;
+            return;
+        }
+        const Span &l = *rc::gen::elementOf(live);
+        const Span *next = next_after(live, l.end());
+        switch (*rc::gen::inRange(0, 7)) {
+        case 0: case 1: off = l.base; break;                                   // the base
+        case 2: off = l.base + (*rc::gen::arbitrary<bool>() ? 1 : m.page); break;  // interior
+        case 3: off = l.end() - 1; break;                                      // its last byte
+        case 4: off = l.end(); break;                                          // its end (a touching one's base)
+        case 5: off = next && next->base > l.end() ? l.end() + (next->base - l.end()) / 2 : any; break;  // a gap
+        default: off = l.base; zero_length = true; break;
+        }
+        if (off >= kArenaPages * m.page) off = any;
     }
     void apply(RegModel &m) const override { m.unreg(off); }
     void run(const RegModel &m, RegSut &s) const override {
+        if (const auto c = unregister_class(m, off, zero_length)) boundary_tally().reach(*c);
+        if (zero_length) {
+            xmc_reg_info info{};
+            RC_ASSERT(s.api->reg_register(s.inst, s.arena.base + off, 0, 0, 0, &info) == XMC_ERR_INVALID_ARGUMENT);
+        }
         RegModel next = m;
         RC_ASSERT(s.api->reg_unregister(s.inst, s.arena.base + off) == next.unreg(off));
     }
-    void show(std::ostream &os) const override { os << "unregister(+" << off << ")"; }
+    void show(std::ostream &os) const override {
+        os << "unregister(+" << off << (zero_length ? ", after a refused registration of 0 bytes there" : "") << ")";
+    }
 };
 
 struct Query : RegCmd {

@@ -5,10 +5,13 @@
 // the backend (CopyStrided compares every byte of the destination, guard bytes
 // included). The fixtures are in the harness (copy_env.hpp, hostile.hpp,
 // fault_sweep.hpp).
+#include "boundary.hpp"
 #include "copy_env.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
 #include "os_facts.hpp"
+
+#include <sys/mman.h>
 
 #include <atomic>
 #include <chrono>
@@ -40,6 +43,179 @@ TEST_P(CopyStrided, COPY_STRIDED_EveryDeviceCopiesOnItsOwnStream) {
         for (xmc_mem_kind other : kinds()) {
             check(random_shape(rng, 3), other, XMC_MEM_DEVICE, dev, s, rng);
             check(random_shape(rng, 2), XMC_MEM_DEVICE, other, dev, s, rng);
+        }
+    }
+}
+
+// ---- COPY-STRIDED at the boundary classes ------------------------------------
+
+// A side's geometry for a boundary class (boundary.hpp), against the
+// allocation(s) it lies in: its nominal box (ptr to ptr + slice_pitch *
+// (z + depth)) inside the allocation, ending exactly at its end, one byte past
+// it, a page past it (the pitches' padding reaching memory no allocation
+// owns; the described bytes stay inside), its rows in two touching
+// allocations or in two across a gap (the padding spanning the boundary), or
+// of zero width.
+struct BoundaryCopy {
+    size_t ptr_off = 0;  // from the first allocation's start
+    xmc_copy_side side{};
+    size_t w = 40, h = 3, d = 2;
+    size_t alloc = 0, gap = 0;  // each allocation's size; the gap between two (spans only)
+    bool two = false;
+};
+
+BoundaryCopy boundary_copy(Boundary c) {
+    BoundaryCopy b;
+    const size_t pg = page_size(), x = 3, y = 1;
+    b.side.x_bytes = x;
+    b.side.y = y;
+    b.alloc = 3 * pg;
+    auto box = [&] { return b.side.slice_pitch * (b.side.z + b.d); };
+    // The offset that puts the last described byte on the allocation's last byte.
+    auto last_at_end = [&] {
+        return b.alloc - 1 - ((b.d - 1) * b.side.slice_pitch + (y + b.h - 1) * b.side.pitch + x + b.w - 1);
+    };
+    switch (c) {
+    case Boundary::Inside:
+        b.side.pitch = 64;
+        b.side.slice_pitch = 64 * (y + b.h);
+        b.ptr_off = 100;
+        break;
+    case Boundary::EndsAtEnd:  // no padding: the box ends with the last described byte
+        b.side.pitch = x + b.w;
+        b.side.slice_pitch = b.side.pitch * (y + b.h);
+        b.ptr_off = b.alloc - box();
+        break;
+    case Boundary::OnePastEnd:  // a byte of padding per row: the box ends one byte past
+        b.side.pitch = x + b.w + 1;
+        b.side.slice_pitch = b.side.pitch * (y + b.h);
+        b.ptr_off = last_at_end();
+        break;
+    case Boundary::IntoUnowned:  // a page of padding per slice: the box ends a page past
+        b.side.pitch = x + b.w + 1;
+        b.side.slice_pitch = b.side.pitch * (y + b.h) + pg;
+        b.ptr_off = last_at_end();
+        break;
+    case Boundary::SpansAdjacent:
+    case Boundary::SpansGap:  // two rows, the first in one allocation, the second in the next
+        b.two = true;
+        b.alloc = pg;
+        b.gap = c == Boundary::SpansGap ? pg : 0;
+        b.side.y = 0;
+        b.h = 2;
+        b.d = 1;
+        b.side.pitch = b.alloc + b.gap;
+        b.side.slice_pitch = 2 * b.side.pitch;
+        b.ptr_off = b.alloc - 64;
+        break;
+    case Boundary::ZeroLength:
+        b.side.pitch = 64;
+        b.side.slice_pitch = 64 * (y + b.h);
+        b.ptr_off = 100;
+        b.w = 0;
+        break;
+    }
+    return b;
+}
+
+TEST_P(CopyStrided, COPY_STRIDED_ExtentAtEveryBoundaryClassOfItsAllocations) {
+    std::mt19937_64 rng(0x5eed2000u);
+    const size_t pg = page_size();
+    for (Boundary c : all_boundaries()) {
+        for (xmc_mem_kind k : kinds()) {
+            for (bool as_dst : {true, false}) {
+                const BoundaryCopy g = boundary_copy(c);
+                SCOPED_TRACE(std::string(boundary_name(c)) + ", " + kind_name(k) + " memory as the " +
+                             (as_dst ? "destination" : "source"));
+                // Two allocations the test places (touching or a gap apart) exist
+                // for host memory (carved from one buffer) and registrations (two
+                // in one mapping); pinned blocks and device memory go where the
+                // backend puts them: one allocation, the single-block classes.
+                if (g.two && k != XMC_MEM_HOST && k != XMC_MEM_REGISTERED) continue;
+                // The region the allocation(s) lie in: all of it is compared.
+                const size_t region = g.two ? 4 * (g.alloc + g.gap) : g.alloc;
+                Buf a;
+                std::vector<char> host_region;
+                char *mapped = nullptr;
+                if (g.two && k == XMC_MEM_HOST) {
+                    host_region.assign(region, 0);
+                    a.kind = k;
+                    a.ptr = host_region.data();
+                    a.bytes = region;
+                } else if (g.two) {
+                    void *p = mmap(nullptr, region, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+                    ASSERT_NE(p, MAP_FAILED);
+                    mapped = static_cast<char *>(p);
+                    xmc_reg_info info{};
+                    XMC_ASSERT_STATUS(XMC_OK, api->reg_register(inst, mapped, g.alloc, 0, 0, &info));
+                    XMC_ASSERT_STATUS(XMC_OK, api->reg_register(inst, mapped + g.alloc + g.gap, g.alloc, 0, 0, &info));
+                    a.kind = k;
+                    a.ptr = mapped;
+                    a.bytes = region;
+                } else {
+                    a = make(k, region);
+                    ASSERT_NE(a.ptr, nullptr);
+                }
+                // The other side: host memory of the same geometry.
+                const size_t other_bytes = g.ptr_off + g.side.slice_pitch * (g.side.z + g.d) + pg;
+                std::vector<char> other(other_bytes);
+                std::vector<char> image(region);
+                for (auto &b : image) b = static_cast<char>(1 + rng() % 255);
+                for (auto &b : other) b = static_cast<char>(1 + rng() % 255);
+                const std::vector<char> region_before = image, other_before = other;
+                if (k == XMC_MEM_DEVICE) put(a, image);
+                else std::memcpy(a.ptr, image.data(), region);
+                xmc_copy_desc desc{};
+                xmc_copy_side mine = g.side, theirs = g.side;
+                mine.ptr = a.ptr + g.ptr_off;
+                mine.kind = k;
+                theirs.ptr = other.data() + g.ptr_off;
+                theirs.kind = XMC_MEM_HOST;
+                desc.src = as_dst ? theirs : mine;
+                desc.dst = as_dst ? mine : theirs;
+                desc.width_bytes = g.w;
+                desc.height = g.h;
+                desc.depth = g.d;
+                const xmc_status st = api->copy(inst, &desc, stream_);
+                XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, stream_));
+                std::vector<char> want_region = region_before, want_other = other_before;
+                // Rows in two registrations: a driver may want a copy's rows in one
+                // (the fake Level Zero refuses the region, ZE_RESULT_ERROR_INVALID_ARGUMENT):
+                // exact, or refused with its detail and nothing written.
+                const bool may_refuse = g.two && k == XMC_MEM_REGISTERED && st != XMC_OK;
+                if (c == Boundary::ZeroLength) {
+                    XMC_EXPECT_REFUSED(XMC_ERR_INVALID_ARGUMENT, st, "copy") << "a copy of zero width";
+                } else if (may_refuse) {
+                    EXPECT_TRUE(refused(st, st, "copy")) << "rows in two registrations, refused";
+                } else {
+                    XMC_EXPECT_STATUS(XMC_OK, st) << "a valid copy whose described bytes lie in its allocations";
+                    for (size_t zz = 0; zz < g.d; ++zz)
+                        for (size_t yy = 0; yy < g.h; ++yy)
+                            for (size_t xx = 0; xx < g.w; ++xx) {
+                                const size_t at = g.ptr_off + (g.side.z + zz) * g.side.slice_pitch +
+                                                  (g.side.y + yy) * g.side.pitch + g.side.x_bytes + xx;
+                                if (as_dst) want_region[at] = other_before[at];
+                                else want_other[at] = region_before[at];
+                            }
+                }
+                std::vector<char> got(region);
+                if (k == XMC_MEM_DEVICE) got = get(a);
+                else std::memcpy(got.data(), a.ptr, region);
+                size_t wrong = 0, first = 0;
+                for (size_t i = 0; i < region; ++i)
+                    if (got[i] != want_region[i] && wrong++ == 0) first = i;
+                EXPECT_EQ(wrong, 0u) << wrong << " byte(s) of the allocation region differ, the first at offset "
+                                     << first << (as_dst ? "" : " (the copy wrote its source)");
+                EXPECT_TRUE(other == want_other) << "the host side differs from the described bytes";
+                if (mapped) {
+                    XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, mapped));
+                    XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, mapped + g.alloc + g.gap));
+                    munmap(mapped, region);
+                } else if (!g.two) {
+                    release(a);
+                    bufs_.pop_back();
+                }
+            }
         }
     }
 }

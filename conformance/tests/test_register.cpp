@@ -7,6 +7,7 @@
 // (driver_control.hpp) injects it; a backend without one skips those tests
 // with a declared reason. The fixtures are in the harness (reg_env.hpp,
 // hostile.hpp, fault_sweep.hpp), the stateful commands in reg_commands.hpp.
+#include "boundary.hpp"
 #include "driver_control.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
@@ -187,6 +188,55 @@ TEST_P(RegTest, REG_DOUBLE_RefusesRangeInsideAPinnedBlockRegisteredWithADevice) 
     XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
 }
 
+// Two registrations laid out for the boundary classes (boundary.hpp), in
+// arena pages: touching, or with a gap between them; four pages after the
+// second are no registration's.
+struct RegLayout {
+    size_t first, first_pages, second, second_pages;
+    const char *what;
+};
+const RegLayout kRegLayouts[] = {{8, 4, 12, 4, "two touching registrations"},
+                                 {24, 4, 30, 4, "two registrations two pages apart"}};
+
+// REG-DOUBLE at every boundary class around two registrations: refused
+// (already registered) exactly when the model says the range overlaps one, and
+// a refusal changes neither; a range that only touches one (it starts at its
+// end) is taken. A backend that compares ends inclusively, checks only the
+// start, or only against the registration below the range fails one of them.
+TEST_P(RegTest, REG_DOUBLE_EveryBoundaryClassAgreesWithTheModel) {
+    const size_t pg = page_size();
+    for (const RegLayout &l : kRegLayouts) {
+        SCOPED_TRACE(l.what);
+        RegModel m;
+        m.policy = policy_;
+        m.page = pg;
+        m.devices = devices_;
+        const Span a{l.first * pg, l.first_pages * pg}, b{l.second * pg, l.second_pages * pg};
+        for (const Span &x : {a, b}) {
+            ASSERT_EQ(m.reg(x.base, x.size, 0), XMC_OK);
+            XMC_ASSERT_STATUS(XMC_OK, reg(arena_.base + x.base, x.size, 0));
+        }
+        for (const BoundaryRange &c : boundary_ranges(a, b, 4, pg)) {
+            RegModel next = m;
+            const xmc_status want = next.reg(c.addr, c.len, 0);
+            xmc_reg_info info{};
+            const xmc_status got = reg(arena_.base + c.addr, c.len, 0, &info);
+            EXPECT_EQ(got, want) << boundary_name(c.cls) << ": " << c.what << " (pages +" << c.addr / pg << ", "
+                                 << c.len / pg << "): got " << xmc_status_string(got) << ", the model says "
+                                 << xmc_status_string(want) << " " << last_error();
+            if (got == XMC_OK) {
+                XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, info.base));
+            }
+            for (const Span &x : {a, b}) {
+                const xmc_reg_info q = query(arena_.base + x.base);
+                EXPECT_TRUE(q.registered && q.base == arena_.base + x.base && q.size == x.size)
+                    << boundary_name(c.cls) << ": " << c.what << ": a refused registration changed another";
+            }
+        }
+        for (const Span &x : {a, b}) XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, arena_.base + x.base));
+    }
+}
+
 TEST_P(RegTest, REG_DOUBLE_StatefulSequencesAgreeWithModel) {
     run_stateful<Register, Register, Query>(GetParam(), api, inst, devices_);
 }
@@ -212,6 +262,63 @@ TEST_P(RegTest, REG_UNREG_BASE_RefusesAnythingButTheRecordedBase) {
         << "a second unregister";
     // Released: the range registers again.
     XMC_EXPECT_STATUS(XMC_OK, reg(p, 4 * pg, 0));
+}
+
+// REG-UNREG-BASE at every boundary class: the first byte, the last byte and
+// the end of each range of boundary_ranges() around two registrations (their
+// bases, interior bytes, last bytes, ends, the gap, the memory after them) are
+// unregistered as the model says: only a recorded base is taken, and it
+// removes that registration alone (where two touch, the end of the first is
+// the second's base); every refusal leaves both as they were.
+TEST_P(RegTest, REG_UNREG_BASE_EveryBoundaryClassButTheRecordedBaseIsRefused) {
+    const size_t pg = page_size();
+    for (const RegLayout &l : kRegLayouts) {
+        SCOPED_TRACE(l.what);
+        RegModel m;
+        m.policy = policy_;
+        m.page = pg;
+        m.devices = devices_;
+        const Span a{l.first * pg, l.first_pages * pg}, b{l.second * pg, l.second_pages * pg};
+        for (const Span &x : {a, b}) {
+            ASSERT_EQ(m.reg(x.base, x.size, 0), XMC_OK);
+            XMC_ASSERT_STATUS(XMC_OK, reg(arena_.base + x.base, x.size, 0));
+        }
+        std::vector<std::pair<size_t, std::string>> addrs;
+        for (const BoundaryRange &c : boundary_ranges(a, b, 4, pg)) {
+            const std::string what = std::string(boundary_name(c.cls)) + ": " + c.what;
+            addrs.emplace_back(c.addr, what + ", its first byte");
+            addrs.emplace_back(c.addr + 1, what + ", its second byte");
+            if (c.len) addrs.emplace_back(c.addr + c.len - 1, what + ", its last byte");
+            addrs.emplace_back(c.addr + c.len, what + ", its end");
+        }
+        for (const auto &[off, what] : addrs) {
+            RegModel next = m;
+            const xmc_status want = next.unreg(off);
+            const xmc_status got = api->reg_unregister(inst, arena_.base + off);
+            EXPECT_EQ(got, want) << what << " (+" << off << "): got " << xmc_status_string(got) << ", the model says "
+                                 << xmc_status_string(want) << " " << last_error();
+            if (got != XMC_OK) {
+                for (const Span &x : {a, b}) {
+                    const xmc_reg_info q = query(arena_.base + x.base);
+                    EXPECT_TRUE(q.registered && q.base == arena_.base + x.base && q.size == x.size)
+                        << what << ": a refused unregister changed a registration";
+                }
+                continue;
+            }
+            // Taken: that registration went, the other stayed; put it back.
+            for (const Span &x : {a, b}) {
+                const xmc_reg_info q = query(arena_.base + x.base);
+                if (x.base == off) {
+                    EXPECT_EQ(q.registered, 0) << what << ": unregistered, and still registered";
+                } else {
+                    EXPECT_TRUE(q.registered && q.base == arena_.base + x.base && q.size == x.size)
+                        << what << ": unregistering one registration changed the other";
+                }
+            }
+            XMC_ASSERT_STATUS(XMC_OK, reg(arena_.base + off, m.live.at(off).size, 0));
+        }
+        for (const Span &x : {a, b}) XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, arena_.base + x.base));
+    }
 }
 
 TEST_P(HostileRegTest, REG_UNREG_BASE_HostileBasesRefusedRegistrationKept) {

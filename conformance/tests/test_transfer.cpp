@@ -5,6 +5,7 @@
 // (extract_shard of the full tensor). Traffic is recorded at the transport. Nothing is taken on
 // the backend's word. The buffers, the fixture and how a case runs on every rank:
 // transfer_env.hpp. This file is also compiled, alone, into `xmc_multirank`.
+#include "boundary.hpp"
 #include "hostile.hpp"
 #include "transfer_env.hpp"
 #include "transport_world.hpp"
@@ -451,6 +452,94 @@ TEST_P(HostileTest, AFF_REFUSE_BEFORE_WRITE_HostileArgumentsRefusedNothingWritte
     if (runs) {
         XMC_EXPECT_STATUS(XMC_OK, api->transfer_execute(inst, &good, &stats));
         EXPECT_TRUE(tgt == src);
+    }
+}
+
+// A rank's target buffer at every boundary class (boundary.hpp) of its
+// elements against its capacity and against the source's memory, on a group
+// of one: the shard's elements inside the capacity, its last element the
+// capacity's last, one element past it, reaching memory the buffer does not
+// own (strides past the capacity, an offset before the buffer), the target
+// touching the source (taken) or reaching one element into it, the target's
+// extent spanning the source across a gap (interleaved: refused, as the
+// extents overlap) or a gap apart (taken), and zero elements. Each is taken,
+// or refused with nothing written, as the rules of AFF-REFUSE-BEFORE-WRITE say
+// (what a taken one writes is AFF-EXEC-EXACT's).
+TEST_P(HostileTest, AFF_REFUSE_BEFORE_WRITE_TargetBufferAtEveryBoundaryClass) {
+    int32_t devices = 0;
+    const bool runs = api->device_count(inst, &devices) == XMC_OK && (devices > 0 || !has(XMC_CAP_STREAM));
+    if (!runs) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' has no device to run a transfer on");
+    constexpr int64_t kN = 16;
+    const int32_t ranks[] = {0};
+    const xmc_transport tp{nullptr, solo_send, solo_recv, solo_all_gather, "solo"};
+    const xmc_group group{0, 1, ranks, &tp, 5000};
+    struct Geometry {
+        Boundary cls;
+        const char *what;
+        int64_t tgt_at;      // where the target's pointer is, in elements from the source's
+        uint64_t capacity;   // the target's
+        int64_t offset, stride;
+        int64_t n;           // elements of the shard and of the plan's one segment
+        bool taken;
+    };
+    const Geometry cases[] = {
+        {Boundary::Inside, "inside the capacity", 2 * kN, kN + 4, 1, 1, kN, true},
+        {Boundary::EndsAtEnd, "the last element the capacity's last", 2 * kN, kN, 0, 1, kN, true},
+        {Boundary::EndsAtEnd, "offset, the last element the capacity's last", 2 * kN, kN + 3, 3, 1, kN, true},
+        {Boundary::OnePastEnd, "one element past the capacity", 2 * kN, kN - 1, 0, 1, kN, false},
+        {Boundary::OnePastEnd, "offset, one element past the capacity", 2 * kN, kN + 2, 3, 1, kN, false},
+        {Boundary::IntoUnowned, "strides reaching past the capacity", 2 * kN, kN + 1, 0, 2, kN, false},
+        {Boundary::IntoUnowned, "an offset before the buffer", 2 * kN, kN, -1, 1, kN, false},
+        {Boundary::SpansAdjacent, "the target right after the source", kN, kN, 0, 1, kN, true},
+        {Boundary::SpansAdjacent, "the target one element into the source's end", kN - 1, kN, 0, 1, kN, false},
+        // Four elements, one before the source and three after it: none in it, its extent across it.
+        {Boundary::SpansGap, "the target's extent spanning the source", -1, 52, 0, 17, 4, false},
+        {Boundary::SpansGap, "the target a gap after the source", kN + 5, kN, 0, 1, kN, true},
+        {Boundary::ZeroLength, "a capacity of zero", 2 * kN, 0, 0, 1, kN, false},
+        {Boundary::ZeroLength, "an empty shard in a buffer of zero capacity", 2 * kN, 0, 0, 1, 0, true},
+    };
+    for (const Geometry &g : cases) {
+        SCOPED_TRACE(std::string(boundary_name(g.cls)) + ": " + g.what);
+        // One allocation holds both sides: the source at kN*6, the target where the case puts it.
+        std::vector<int32_t> mem(size_t(12 * kN), -1);
+        const int64_t src_at = 6 * kN;
+        for (int64_t i = 0; i < kN; ++i) mem[size_t(src_at + i)] = int32_t(100 + i);
+        const std::vector<int32_t> before = mem;
+        xmc_segment seg{};
+        seg.src_rank = seg.tgt_rank = 0;
+        seg.ndim = 1;
+        seg.extents[0] = g.n;
+        seg.src_strides[0] = seg.tgt_strides[0] = 1;
+        xmc_shard_buffer src{}, tgt{};
+        src.ptr = mem.data() + src_at;
+        src.kind = tgt.kind = XMC_MEM_HOST;
+        src.capacity = uint64_t(g.n);
+        src.ndim = tgt.ndim = 1;
+        src.shape[0] = tgt.shape[0] = g.n;
+        src.strides[0] = 1;
+        tgt.ptr = mem.data() + src_at + g.tgt_at;
+        tgt.capacity = g.capacity;
+        tgt.offset = g.offset;
+        tgt.strides[0] = g.stride;
+        xmc_transfer_args a{};
+        a.struct_size = sizeof a;
+        a.plan = xmc_plan_view{&seg, 1, 0};
+        a.source = src;
+        a.target = tgt;
+        a.elem_size = sizeof(int32_t);
+        a.staging_budget = 1 << 20;
+        a.group = &group;
+        xmc_transfer_stats stats{};
+        const xmc_status st = api->transfer_execute(inst, &a, &stats);
+        // What a taken request writes is AFF-EXEC-EXACT's to check; here: taken, or refused unwritten.
+        if (g.taken) {
+            XMC_EXPECT_STATUS(XMC_OK, st) << "a valid request was not taken";
+            continue;
+        }
+        EXPECT_TRUE(st == XMC_ERR_REFUSED || st == XMC_ERR_INVALID_ARGUMENT)
+            << "expected refused, got " << xmc_status_string(st) << " " << last_error();
+        if (st != XMC_OK) { EXPECT_TRUE(refused(st, st, "transfer_execute")); }
+        EXPECT_TRUE(mem == before) << "the request wrote memory";
     }
 }
 

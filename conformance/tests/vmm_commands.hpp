@@ -4,8 +4,10 @@
 // sequences of a mix of them. Each requirement's property (in test_vmm.cpp)
 // names its mix of commands and the refusals it draws.
 #pragma once
+#include "boundary.hpp"
 #include "fixture.hpp"
 #include "loader.hpp"
+#include "os_facts.hpp"
 #include "slot_model.hpp"
 #include "stateful.hpp"
 #include "vmm_env.hpp"
@@ -42,6 +44,48 @@ inline thread_local unsigned t_mix = 0;
 // first one's story instead of each waiting (and shrinking) through it.
 inline std::map<std::string, std::string> g_stuck;  // backend -> what got stuck
 
+// How a remap's source is cut from pinned memory for the boundary classes of
+// VMM-REMAP-COPY (boundary.hpp): each cut has one Source class for the model
+// whatever the layout, and the class its range really has is counted.
+// Cut::Class: built from the Source class alone (VmmSut::source).
+enum class Cut { Class, FromBase, OneByteIn, WholeBlock, OnePast, IntoUnowned, AcrossTwo, Zero };
+inline Source cut_class(Cut c, Source of_class) {
+    switch (c) {
+    case Cut::Class: return of_class;
+    case Cut::FromBase: case Cut::WholeBlock: return Source::Valid;                     // a base, block >= length >= slot
+    case Cut::OneByteIn: return Source::NotBase;                                        // one byte in
+    case Cut::OnePast: case Cut::IntoUnowned: case Cut::AcrossTwo: return Source::BlockTooSmall;  // past the block
+    case Cut::Zero: return Source::Short;                                              // 0 bytes
+    }
+    return of_class;
+}
+inline const char *cut_name(Cut c) {
+    switch (c) {
+    case Cut::Class: return "by class";
+    case Cut::FromBase: return "from the base, one byte short of the block's end";
+    case Cut::OneByteIn: return "one byte into the block";
+    case Cut::WholeBlock: return "the whole block";
+    case Cut::OnePast: return "the block and one byte past it";
+    case Cut::IntoUnowned: return "the block and a page past it";
+    case Cut::AcrossTwo: return "from one block's base across the gap into the next";
+    case Cut::Zero: return "0 bytes at a base";
+    }
+    return "?";
+}
+// The Source class of [addr, addr+len) as a source for a slot of n bytes
+// among the pinned `blocks`, in the order the in-tree backends check: NULL,
+// shorter than the slot, then the base of one pinned block holding it all.
+inline Source source_class(uintptr_t addr, size_t len, size_t n, const std::vector<Span> &blocks) {
+    if (addr == 0) return Source::Null;
+    if (len < n) return Source::Short;
+    for (const Span &b : blocks)
+        if (addr >= b.base && addr < b.end()) {
+            if (addr != b.base) return Source::NotBase;
+            return len <= b.size ? Source::Valid : Source::BlockTooSmall;
+        }
+    return Source::NotPinned;
+}
+
 // The system under test: an instance, two streams for requests and one for a
 // consumer, and the real handle of each slot and request the model names.
 struct VmmSut {
@@ -62,12 +106,47 @@ struct VmmSut {
     const xmc_backend *api() const { return env->api; }
     xmc_instance *inst() const { return env->inst; }
 
+    std::map<uintptr_t, size_t> blocks;  // the pinned blocks made here, by base: their real sizes
+
     void *pinned(size_t n, int tag) {
         xmc_pin_result r{};
         if (api()->pin_alloc(inst(), n, 64, XMC_NO_DEVICE, &r) != XMC_OK) return nullptr;
         env->pinned.push_back(r.base);
+        blocks[reinterpret_cast<uintptr_t>(r.base)] = r.size;
         fill(static_cast<char *>(r.base), n, tag);
         return r.base;
+    }
+    std::vector<Span> pinned_spans() const {
+        std::vector<Span> v;
+        for (const auto &[b, n] : blocks) v.push_back({b, n});
+        return v;
+    }
+    // A source cut `c` (not Cut::Class) from fresh pinned memory for a slot of n bytes.
+    const void *cut_source(Cut c, size_t n, int tag, size_t *bytes, std::vector<void *> *keep) {
+        const size_t page = page_size();
+        const bool longer = c == Cut::FromBase || c == Cut::OneByteIn;
+        char *p = static_cast<char *>(pinned(longer ? n + page : n, tag));
+        if (!p) return nullptr;
+        keep->push_back(p);
+        const size_t size = blocks[reinterpret_cast<uintptr_t>(p)];
+        switch (c) {
+        case Cut::FromBase: *bytes = size - 1; return p;
+        case Cut::OneByteIn: *bytes = n; return p + 1;
+        case Cut::WholeBlock: *bytes = size; return p;
+        case Cut::OnePast: *bytes = size + 1; return p;
+        case Cut::IntoUnowned: *bytes = size + page; return p;
+        case Cut::AcrossTwo: {
+            char *q = static_cast<char *>(pinned(n, tag));
+            if (!q) return nullptr;
+            keep->push_back(q);
+            char *lo = std::min(p, q), *hi = std::max(p, q);
+            *bytes = static_cast<size_t>(hi - lo) + blocks[reinterpret_cast<uintptr_t>(hi)];
+            return lo;
+        }
+        case Cut::Zero: *bytes = 0; return p;
+        case Cut::Class: break;
+        }
+        return p;
     }
     // A source of class `c` for a slot of n bytes, and the length to pass.
     const void *source(Source c, size_t n, int tag, size_t *bytes, std::vector<void *> *keep) {
@@ -91,7 +170,10 @@ struct VmmSut {
         return p;
     }
     void forget(const std::vector<void *> &keep) {
-        for (void *p : keep) env->free_source(p);
+        for (void *p : keep) {
+            blocks.erase(reinterpret_cast<uintptr_t>(p));
+            env->free_source(p);
+        }
     }
     void add_request(xmc_request *r, std::vector<void *> keep) {
         reqs.push_back(r);
@@ -300,15 +382,22 @@ struct Release : VmmCmd {
 struct Remap : VmmCmd {
     const unsigned F = t_mix;
     int slot, on, tag;
+    Cut cut;
     Source src;
     bool defer;
     explicit Remap(const SlotModel &m)
         : slot(*pick(slots_where(m, [&](int x) { return m.live_slot(x) && is_released(m, x); }), m.slots().size(),
                      F & (kBusy | kCloseAny))),
           on((F & kOneStream) ? 0 : *rc::gen::inRange(0, 2)), tag(*rc::gen::inRange(1, 1 << 30)),
-          src((F & kBadSource) ? *rc::gen::element(Source::Valid, Source::Valid, Source::Null, Source::Short,
-                                                   Source::NotPinned, Source::NotBase, Source::BlockTooSmall)
-                               : Source::Valid),
+          // With bad sources: half by class, half cut at the boundary classes.
+          cut((F & kBadSource) && *rc::gen::arbitrary<bool>()
+                  ? *rc::gen::element(Cut::FromBase, Cut::OneByteIn, Cut::WholeBlock, Cut::OnePast, Cut::IntoUnowned,
+                                      Cut::AcrossTwo, Cut::Zero)
+                  : Cut::Class),
+          src(cut_class(cut, (F & kBadSource) ? *rc::gen::element(Source::Valid, Source::Valid, Source::Null,
+                                                                  Source::Short, Source::NotPinned, Source::NotBase,
+                                                                  Source::BlockTooSmall)
+                                              : Source::Valid)),
           defer(*rc::gen::arbitrary<bool>()) {}
     void checkPreconditions(const SlotModel &m) const override {
         const bool ok = nameable(F, m, slot) && live_requests(m) < 8;
@@ -323,7 +412,9 @@ struct Remap : VmmCmd {
         const xmc_status want = next.remap({slot}, {src}, {tag}, flags());
         std::vector<void *> keep;
         size_t bytes = 0;
-        const void *p = s.source(src, s.info[slot].size, tag, &bytes, &keep);
+        const void *p = cut == Cut::Class ? s.source(src, s.info[slot].size, tag, &bytes, &keep)
+                                          : s.cut_source(cut, s.info[slot].size, tag, &bytes, &keep);
+        boundary_tally().reach(classify(reinterpret_cast<uintptr_t>(p), bytes, s.pinned_spans()));
         xmc_request *r = nullptr;
         const xmc_status got = s.api()->slot_remap(s.inst(), s.slots[slot], s.on[on], p, bytes, flags(), &r);
         RC_ASSERT(got == want);
@@ -331,7 +422,8 @@ struct Remap : VmmCmd {
         else s.forget(keep);
     }
     void show(std::ostream &os) const override {
-        os << "remap(slot" << slot << ", " << source_name(src) << " source " << tag << (defer ? ", deferred" : "")
+        os << "remap(slot" << slot << ", " << source_name(src) << " source " << tag
+           << (cut == Cut::Class ? "" : std::string(" (") + cut_name(cut) + ")") << (defer ? ", deferred" : "")
            << ", stream " << on << ")";
     }
 };

@@ -33,8 +33,11 @@
 // error CUDA_ERROR_ILLEGAL_ADDRESS, like a GPU fault. After a sticky error,
 // copies in that context are skipped; records and host functions still run,
 // so nobody waits forever.
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 
 #include "fake_cuda_internal.h"
 
@@ -270,6 +273,32 @@ CUresult push_op(CUstream hs, Op op) {
     return queue_op_locked(s, std::move(op));  // or into its capture (fake_cuda_graph.cpp)
 }
 
+// XMC_FAKE_CUDA_STREAM_POOL_BYTES=<bytes> (test-only, default 0: off): each
+// time a context's live streams reach a new high, its device keeps that many
+// bytes for good, as the H200 driver (580) keeps 2 MiB on a stream creation.
+// A free-memory check that brackets a stream creation then fails here as it
+// did on the H200 (the hostile-handles VMM-STATE test did).
+size_t stream_pool_bytes() {
+    static const size_t bytes = [] {
+        const char* v = std::getenv("XMC_FAKE_CUDA_STREAM_POOL_BYTES");
+        return v == nullptr ? size_t{0} : static_cast<size_t>(std::strtoull(v, nullptr, 10));
+    }();
+    return bytes;
+}
+std::map<uint64_t, size_t> g_stream_high;  // context -> most live streams so far; under the state mutex
+
+void keep_stream_pool_locked(State& g, const Context& c) {
+    const size_t bytes = stream_pool_bytes();
+    if (bytes == 0) return;
+    size_t live = 0;
+    for (const auto& [h, s] : g.streams) live += s && s->ctx == c.handle;
+    size_t& high = g_stream_high[c.handle];
+    if (live <= high) return;
+    high = live;
+    Device& d = g.devices[static_cast<size_t>(c.ordinal)];
+    d.used = std::min(d.total, d.used + bytes);
+}
+
 }  // namespace
 
 // ---- streams -------------------------------------------------------------------------
@@ -286,6 +315,7 @@ XMC_FAKE_EXPORT CUresult cuStreamCreate(CUstream* phStream, unsigned int flags) 
     reap_retired_locked();
     uint64_t h = new_handle_locked();
     g.streams[h] = make_stream_locked(h, c->handle, flags);
+    keep_stream_pool_locked(g, *c);
     *phStream = to_handle<CUstream>(h);
     return CUDA_SUCCESS;
 }
