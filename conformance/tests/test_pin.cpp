@@ -5,6 +5,7 @@
 // mallinfo2), never taken from the backend's word. The fixtures are in the
 // harness (pin_env.hpp, reg_env.hpp, hostile.hpp, fault_sweep.hpp), the
 // stateful commands in pin_commands.hpp.
+#include "absent_platform.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
 #include "os_facts.hpp"
@@ -635,6 +636,32 @@ void pin_scenario(Run &r) {
     r.close();
 }
 const Scenario kPin{"pin", pin_scenario};
+
+// PIN-DEVICE's degradation in every qualification of a driver backend: a block asked to
+// be registered where the driver, its devices or its extension are hidden in a child
+// (absent_platform.hpp) is lock-only and says why; it never claims a registration.
+TEST_P(AbsentPlatform, PIN_DEVICE_EveryHiddenPlatformInAChildDegradesToLockOnlySayingWhy) {
+    each_hiding([&](Hiding::What) {
+        const DriverControl *c = driver_control(api, nullptr);
+        const size_t objects = c ? c->objects_besides_contexts() : 0;
+        xmc_pin_stats before{};
+        XMC_ASSERT_STATUS(XMC_OK, api->pin_stats(inst, &before));
+        xmc_pin_result r{};
+        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+        EXPECT_EQ(r.registered, 0) << "pretended: a block registered with a device the platform does not have";
+        EXPECT_NE(r.reg_status, XMC_OK) << "lock-only without saying why: a silent degradation";
+        xmc_pin_info q{};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, r.base, r.size, &q));
+        EXPECT_EQ(q.pinned, 1) << "the lock-only block is not pinned";
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+        xmc_pin_stats after{};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_stats(inst, &after));
+        EXPECT_EQ(after.bytes_now, before.bytes_now);
+        if (c) {
+            EXPECT_EQ(c->objects_besides_contexts(), objects) << "the degraded block left driver objects:\n" << c->ledger_text();
+        }
+    });
+}
 
 TEST_P(FaultSweep, PIN_DEVICE_FaultSweepDegradesWithTheCodeAndLeavesNothing) {
     sweep(kPin, {"pin_alloc", "pin_free"});

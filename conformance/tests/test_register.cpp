@@ -7,6 +7,7 @@
 // (driver_control.hpp) injects it; a backend without one skips those tests
 // with a declared reason. The fixtures are in the harness (reg_env.hpp,
 // hostile.hpp, fault_sweep.hpp), the stateful commands in reg_commands.hpp.
+#include "absent_platform.hpp"
 #include "driver_control.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
@@ -520,6 +521,31 @@ TEST_P(RegUnavailable, REG_UNAVAILABLE_UnsupportedByTheDeviceIsReportedNeverPret
     XMC_EXPECT_REFUSED(XMC_ERR_UNSUPPORTED, reg(page(0), page_size(), 0), "reg_register");
     EXPECT_EQ(query(page(0)).registered, 0);
     EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
+}
+
+// In every qualification of a driver backend, whatever the machine has: the backend
+// again in a child with no driver library, with a driver that lists no device, and
+// with devices whose driver lacks the registration extension (absent_platform.hpp).
+TEST_P(AbsentPlatform, REG_UNAVAILABLE_EveryHiddenPlatformInAChildIsUnsupportedNeverPretended) {
+    each_hiding([&](Hiding::What) {
+        const size_t page = page_size();
+        void *p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(p, MAP_FAILED);
+        const DriverControl *c = driver_control(api, nullptr);
+        const size_t objects = c ? c->objects_besides_contexts() : 0;
+        xmc_reg_info info{};
+        XMC_EXPECT_REFUSED(XMC_ERR_UNSUPPORTED, api->reg_register(inst, p, page, 0, 0, &info), "reg_register");
+        xmc_error_info e{};
+        api->last_error(inst, &e);
+        EXPECT_GT(std::strlen(e.message), 20u) << "the refusal does not say why registration is unavailable";
+        xmc_reg_info q{};
+        XMC_EXPECT_STATUS(XMC_OK, api->reg_query(inst, p, &q));
+        EXPECT_EQ(q.registered, 0) << "pretended: a registration is recorded where the platform has none";
+        if (c) {
+            EXPECT_EQ(c->objects_besides_contexts(), objects) << "the refused registration left driver objects:\n" << c->ledger_text();
+        }
+        munmap(p, page);
+    });
 }
 
 // ---- REG-THREADS ------------------------------------------------------------
