@@ -16,6 +16,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -1139,6 +1142,96 @@ TEST_P(VmmTest, VMM_CALLBACK_StreamIsNeverHeldBySlotWork) {
     ASSERT_TRUE(v.ok(v.wait(r3)));
     ASSERT_TRUE(v.ok(v.wait(r2)));
     EXPECT_TRUE(holds(v.read(ib), 232));
+}
+
+// Observed at the driver (SPEC 6): the fake records the calling thread of every
+// driver call, and each stream's callback thread is learned from a host callback
+// of the test's own. A call that does not block (cuStreamQuery, cuEventRecord:
+// the real driver lets them through) holds no stream, so only this record shows it.
+struct CallbackThreads {
+    std::set<int64_t> tids;          // the callback threads of the test's streams
+    std::set<std::string> dispatch;  // what the stream's own dispatch calls there around any callback
+};
+
+void note_tid(void *p) { *static_cast<int64_t *>(p) = static_cast<int64_t>(gettid()); }
+
+// Runs an empty host callback of the test's own on each stream and notes its thread, and the
+// driver calls the stream's machinery made on that thread to run it (Level Zero's callback
+// thread waits for and signals its events; the CUDA fake's makes none).
+::testing::AssertionResult learn_callback_threads(Env &v, const DriverControl &c, const std::vector<xmc_stream *> &streams,
+                                                  CallbackThreads *out) {
+    for (xmc_stream *s : streams) {
+        int64_t tid = 0;
+        c.reset_calls();
+        if (!v.ok(v.api->host_callback(v.inst, s, note_tid, &tid)) || !v.ok(v.api->stream_synchronize(v.inst, s)))
+            return ::testing::AssertionFailure() << "a host callback of the test's own did not run: " << v.error();
+        std::vector<DriverCall> calls;
+        std::string why;
+        if (!c.calls(&calls, &why)) return ::testing::AssertionFailure() << why;
+        if (tid == 0) return ::testing::AssertionFailure() << "the host callback ran on no thread";
+        out->tids.insert(tid);
+        for (const auto &call : calls)
+            if (call.tid == tid && !call.in_host_callback) out->dispatch.insert(call.entry);
+    }
+    return ::testing::AssertionSuccess();
+}
+
+TEST_P(VmmTest, VMM_CALLBACK_NoDriverCallOnAStreamsCallbackThread) {
+    std::string why;
+    const DriverControl *c = driver_control(api, &why);
+    if (!c || !c->calls)
+        XMC_SKIP(SkipKind::Unsupported, (c ? "the fake driver under backend '" + std::string(api->name) +
+                                                  "' records no calling threads"
+                                           : why));
+    Env &v = e();
+    auto [a, ia] = v.mapped_slot(1);
+    auto [bslot, ib] = v.mapped_slot(1);
+    ASSERT_TRUE(a && bslot);
+    void *src = v.source(ia.size, 261), *src_b = v.source(ib.size, 262);
+    xmc_stream *g = v.stream(), *b = v.stream();
+    const std::vector<xmc_stream *> streams = {v.io, g, b};
+    CallbackThreads cb;
+    ASSERT_TRUE(learn_callback_threads(v, *c, streams, &cb));
+
+    // Slot work through every kind of request: release, remap (on another stream than
+    // its release), a deferred remap and its launch, batch release and remap, adopt,
+    // destroy, close. Each is waited for, so every driver call it makes is in the record.
+    c->reset_calls();
+    xmc_request *rel = nullptr, *rem = nullptr, *r2 = nullptr, *r3 = nullptr, *r4 = nullptr, *r5 = nullptr;
+    ASSERT_TRUE(v.ok(v.release(a, g, &rel)));
+    ASSERT_TRUE(v.ok(v.remap(a, b, src, ia.size, 0, &rem)));
+    ASSERT_TRUE(v.ok(v.wait(rem)));
+    ASSERT_TRUE(v.ok(v.wait(rel)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, rem)));
+    ASSERT_TRUE(v.ok(v.release(a, v.io, &r2)));
+    ASSERT_TRUE(v.ok(v.remap(a, g, src, ia.size, XMC_REMAP_DEFER_COPY, &r3)));
+    ASSERT_TRUE(v.ok(api->request_launch_copy(v.inst, r3, 0, b)));
+    ASSERT_TRUE(v.ok(v.wait(r3)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, r3)));
+    ASSERT_TRUE(v.ok(v.release_batch({a, bslot}, b, &r4)));
+    ASSERT_TRUE(v.ok(v.remap_batch({a, bslot}, g, {src, src_b}, {ia.size, ib.size}, 0, &r5)));
+    ASSERT_TRUE(v.ok(v.wait(r5)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, r5)));
+    for (xmc_request *r : {rel, rem, r2, r3, r4, r5}) ASSERT_TRUE(v.ok(v.destroy(r)));
+    for (xmc_stream *s : streams) ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, s)));
+    EXPECT_TRUE(holds(v.read(ia), 261));
+    EXPECT_TRUE(holds(v.read(ib), 262));
+    ASSERT_TRUE(v.ok(v.close(a)));
+    std::vector<DriverCall> calls;
+    ASSERT_TRUE(c->calls(&calls, &why)) << why;
+    // A stream whose callback thread changed meanwhile: learned again, so no call hides there.
+    ASSERT_TRUE(learn_callback_threads(v, *c, streams, &cb));
+
+    std::map<std::string, int> bad;
+    for (const auto &call : calls)
+        if (call.in_host_callback || (cb.tids.count(call.tid) && !cb.dispatch.count(call.entry)))
+            ++bad[call.entry + (call.in_host_callback ? " (inside a host callback)" : " (on a stream's callback thread)")];
+    std::string list;
+    for (const auto &[entry, n] : bad) list += "\n  " + entry + " x" + std::to_string(n);
+    EXPECT_TRUE(bad.empty()) << "slot work called the driver on a stream-callback thread (the real CUDA driver may "
+                                "refuse such calls with CUDA_ERROR_NOT_PERMITTED; a callback only hands work to "
+                                "workers), out of " << calls.size() << " calls:" << list;
+    EXPECT_GT(calls.size(), 0u) << "the fake recorded no driver call of the slot work";
 }
 
 // ---- VMM-EVENT-WAIT ---------------------------------------------------------
