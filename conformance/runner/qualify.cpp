@@ -5,6 +5,7 @@
 #include "loader.hpp"
 #include "package.hpp"
 #include "report.hpp"
+#include "sanitize.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -31,6 +32,8 @@
 
 namespace xmc::conformance {
 namespace {
+
+SanitizedRun g_sanitized;  // --sanitize thread: what the children exec and load (empty: this runner, o.backend)
 
 struct TestOutcome {
     std::string name;
@@ -75,8 +78,10 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
                                             std::string *running, std::string *child_note, bool *timed_out) {
     std::string filter;
     for (const auto &t : tests) filter += (filter.empty() ? "" : ":") + t;
-    std::vector<std::string> args = {"xmc", "run", "--backend", o.backend, "--xmc-results", results_path,
-                                     "--gtest_filter=" + filter};
+    const bool tsan = !g_sanitized.runner.empty();
+    std::vector<std::string> args = {"xmc", "run", "--backend", tsan ? g_sanitized.backend : o.backend,
+                                     "--xmc-results", results_path, "--gtest_filter=" + filter};
+    const std::string tsan_env = tsan_options();
     std::remove(results_path.c_str());
     pid_t pid = fork();
     if (pid == 0) {
@@ -86,7 +91,8 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
         std::vector<char *> argv;
         for (auto &a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
-        execv("/proc/self/exe", argv.data());
+        if (tsan) setenv("TSAN_OPTIONS", tsan_env.c_str(), 1);
+        execv(tsan ? g_sanitized.runner.c_str() : "/proc/self/exe", argv.data());
         _exit(127);
     }
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
@@ -268,6 +274,14 @@ int qualify(const QualifyOptions &o) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
     }
+    if (o.sanitize == "thread") {
+        if (!sanitized_run(o.backend, &g_sanitized, &err)) {
+            std::fprintf(stderr, "xmc qualify: --sanitize thread: %s\n", err.c_str());
+            return 2;
+        }
+        std::printf("xmc qualify: under ThreadSanitizer: %s run --backend %s\n", g_sanitized.runner.c_str(),
+                    g_sanitized.backend.c_str());
+    }
     // The waiver file (copied into the package as waivers.tsv).
     std::vector<Waiver> waivers;
     std::string waivers_text = "# xmc waivers: ID<TAB>backend<TAB>device<TAB>reason<TAB>link (none given)\n";
@@ -358,8 +372,12 @@ int qualify(const QualifyOptions &o) {
             v.reason = "no test is registered for this requirement, whose capability the backend declares";
         } else {
             std::string note;
-            v.tests = run_tests(o, tests, logs + "/" + r->id + ".log", logs + "/" + r->id + ".jsonl", &note);
+            const std::string log = logs + "/" + r->id + ".log";
+            v.tests = run_tests(o, tests, log, logs + "/" + r->id + ".jsonl", &note);
             int failed = 0, passed = 0, unsupported = 0;
+            // A ThreadSanitizer report fails the requirement even when every check passed.
+            std::string race;
+            const bool raced = !g_sanitized.runner.empty() && tsan_reported(log, &race);
             for (auto &t : v.tests) {
                 if (t.status == "passed") ++passed;
                 else if (t.status == "skipped") {
@@ -368,7 +386,12 @@ int qualify(const QualifyOptions &o) {
                     else { t.status = "failed"; t.message = "skipped without a declared reason: " + t.message; ++failed; }
                 } else ++failed;
             }
-            if (failed) {
+            if (raced) {
+                v.verdict = "failed";
+                v.reason = "ThreadSanitizer reported a data race (" + race + "; the report is in " + log + "), " +
+                           std::to_string(failed) + " of " + std::to_string(v.tests.size()) + " tests failed" +
+                           (note.empty() ? "" : " (" + note + ")");
+            } else if (failed) {
                 v.verdict = "failed";
                 v.reason = std::to_string(failed) + " of " + std::to_string(v.tests.size()) + " tests failed" +
                            (note.empty() ? "" : " (" + note + ")");

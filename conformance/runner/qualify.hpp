@@ -20,6 +20,7 @@ struct QualifyOptions {
     int timeout_s = 300;      // per requirement
     bool bench = false;       // also run the benchmarks (bench.json, plots)
     std::vector<unsigned long long> bench_sizes;  // transfer sizes for them; empty: defaults
+    std::string sanitize;     // "thread": the children are the TSan runner on the TSan backend (sanitize.hpp)
 };
 
 int qualify(const QualifyOptions &o);
