@@ -7,6 +7,7 @@
 // commands and the refusals it draws.
 #include "hostile.hpp"
 #include "slot_model.hpp"
+#include "spin_barrier.hpp"
 #include "vmm_commands.hpp"
 #include "vmm_env.hpp"
 
@@ -638,6 +639,148 @@ TEST_P(HostileVmmTest, VMM_STATE_HostileSlotAndRequestHandlesRefusedWithNothingC
 TEST_P(VmmTest, VMM_STATE_StatefulSequencesAgreeWithModel) {
     run_stateful<Create, Write, Check, Release, Release, Remap, Remap, Wait, Adopt, Destroy, Query>(kBusy, GetParam(),
                                                                                                       "");
+}
+
+// The slot state machine under concurrent callers (SPEC 3: every entry point is
+// thread-safe). Each thread drives a slot of its own through release, remap, adopt and
+// destroy on a stream of its own and checks what the model says right after each of
+// its operations (accepted, the request's counts, done and clean after its wait, the
+// slot's bytes those of the source); between cycles all threads release one shared
+// slot at once, then remap it at once: of each, exactly one is accepted and the
+// others are refused busy (VMM-STATE), and the winner's reload holds.
+TEST_P(VmmTest, VMM_STATE_ConcurrentCallersEachSeeTheModelsStateAndOneWinsAContestedSlot) {
+    constexpr int kThreads = 4, kCycles = 12;
+    constexpr uint32_t kThreadWaitMs = 5000;  // a request that takes longer is stuck: the thread stops
+    Env &v = e();
+    struct Own {
+        xmc_stream *stream = nullptr;
+        xmc_slot *slot = nullptr;
+        xmc_slot_info info{};
+        void *src[2] = {nullptr, nullptr};  // two tags, alternating
+        void *back = nullptr;               // where the thread reads its slot into
+    };
+    std::vector<Own> own(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        Own &o = own[t];
+        o.stream = v.stream();
+        const Env::Slot made = v.mapped_slot(1);
+        o.slot = made.slot;
+        o.info = made.info;
+        ASSERT_NE(o.slot, nullptr);
+        o.src[0] = v.source(o.info.size, 300 + 2 * t);
+        o.src[1] = v.source(o.info.size, 301 + 2 * t);
+        o.back = v.source(o.info.size, 0);
+        ASSERT_TRUE(o.src[0] && o.src[1] && o.back);
+    }
+    auto [shared, shared_info] = v.mapped_slot(1);
+    ASSERT_NE(shared, nullptr);
+    std::vector<void *> shared_src;
+    for (int t = 0; t < kThreads; ++t) shared_src.push_back(v.source(shared_info.size, 400 + t));
+
+    std::mutex mu;
+    std::vector<std::string> failures;
+    std::atomic<int> release_wins{0}, remap_wins{0}, shared_tag{-1};
+    SpinBarrier turn(kThreads);
+    std::atomic<bool> stopped{false};  // a thread stuck or failed: the others stop at the next cycle
+    auto worker = [&](int tid) {
+        Own &o = own[tid];
+        auto fail = [&](const std::string &what) {
+            std::lock_guard<std::mutex> l(mu);
+            if (failures.size() < 20) failures.push_back("thread " + std::to_string(tid) + ": " + what);
+            stopped = true;
+        };
+        auto status = [&](xmc_status st) { return std::string(xmc_status_string(st)); };
+        auto read_holds = [&](const xmc_slot_info &info, int tag) {
+            std::memset(o.back, kPoison, info.size);
+            xmc_copy_desc d = Env::linear(info.address, XMC_MEM_DEVICE, o.back, XMC_MEM_PINNED, info.size);
+            const xmc_status st = api->copy(v.inst, &d, o.stream);
+            const xmc_status sy = api->stream_synchronize(v.inst, o.stream);
+            const char *p = static_cast<const char *>(o.back);
+            return st == XMC_OK && sy == XMC_OK && holds(std::vector<char>(p, p + info.size), tag);
+        };
+        // Its own slot: mapped -> release pending -> remap pending -> mapped. False when the
+        // thread must stop (a request stuck or refused): it then only keeps the others' pace.
+        auto own_cycle = [&](int cycle) {
+            const int tag = 300 + 2 * tid + cycle % 2;
+            xmc_request *rel = nullptr, *rem = nullptr;
+            xmc_status st = api->slot_release(v.inst, o.slot, o.stream, &rel);
+            if (st != XMC_OK) return fail("release of its mapped slot: " + status(st)), false;
+            xmc_request_info qi{};
+            if (api->request_query(v.inst, rel, &qi) != XMC_OK || qi.slots != 1 || qi.status != XMC_OK)
+                fail("right after its release, the request does not report one slot and no error");
+            // The model: a second release while one is pending is busy.
+            xmc_request *again = nullptr;
+            if ((st = api->slot_release(v.inst, o.slot, o.stream, &again)) != XMC_ERR_BUSY)
+                return fail("a release with a release pending answered " + status(st)), false;
+            st = api->slot_remap(v.inst, o.slot, o.stream, o.src[cycle % 2], o.info.size, 0, &rem);
+            if (st != XMC_OK) return fail("remap of its releasing slot: " + status(st)), false;
+            if ((st = api->request_wait(v.inst, rem, kThreadWaitMs)) != XMC_OK)
+                return fail("its remap did not finish cleanly: " + status(st)), false;
+            if ((st = api->request_wait(v.inst, rel, kThreadWaitMs)) != XMC_OK)
+                return fail("its release did not finish cleanly: " + status(st)), false;
+            if (api->request_query(v.inst, rem, &qi) != XMC_OK || !qi.done || qi.status != XMC_OK ||
+                qi.copies_launched != 1)
+                fail("right after its remap's wait, the request is not done with its one copy");
+            if ((st = api->request_adopt(v.inst, rem)) != XMC_OK) fail("adopt of its finished remap: " + status(st));
+            api->request_destroy(v.inst, rel);
+            api->request_destroy(v.inst, rem);
+            if (!read_holds(o.info, tag)) fail("after its reload the slot does not hold the source's bytes");
+            return true;
+        };
+        bool going = true;
+        for (int cycle = 0; cycle < kCycles; ++cycle) {
+            if (going && !stopped) going = own_cycle(cycle);
+            // The shared slot: every thread releases it at once, then remaps it at once. Every
+            // thread passes every turn, also one that stopped, so that none waits for ever.
+            turn.arrive_and_wait();
+            const bool run = !stopped;
+            xmc_request *srel = nullptr, *srem = nullptr;
+            xmc_status st = XMC_OK;
+            if (run) {
+                st = api->slot_release(v.inst, shared, o.stream, &srel);
+                if (st == XMC_OK) ++release_wins;
+                else if (st != XMC_ERR_BUSY) fail("a contested release answered " + status(st));
+            }
+            turn.arrive_and_wait();
+            if (run && tid == 0 && release_wins != 1)
+                fail(std::to_string(release_wins.load()) + " of " + std::to_string(kThreads) +
+                     " releases of one mapped slot made at once were accepted; exactly one may");
+            if (run && srel && (st = api->request_wait(v.inst, srel, kThreadWaitMs)) != XMC_OK)
+                fail("the contested release did not finish cleanly: " + status(st));
+            turn.arrive_and_wait();
+            if (run) {
+                st = api->slot_remap(v.inst, shared, o.stream, shared_src[tid], shared_info.size, 0, &srem);
+                if (st == XMC_OK) {
+                    ++remap_wins;
+                    shared_tag = 400 + tid;
+                } else if (st != XMC_ERR_BUSY) {
+                    fail("a contested remap answered " + status(st));
+                }
+            }
+            turn.arrive_and_wait();
+            if (run && tid == 0 && remap_wins != 1)
+                fail(std::to_string(remap_wins.load()) + " of " + std::to_string(kThreads) +
+                     " remaps of one released slot made at once were accepted; exactly one may");
+            if (run && srem) {
+                if ((st = api->request_wait(v.inst, srem, kThreadWaitMs)) != XMC_OK)
+                    fail("the contested remap did not finish cleanly: " + status(st));
+                else if ((st = api->request_adopt(v.inst, srem)) != XMC_OK)
+                    fail("adopt of the contested remap: " + status(st));
+                else if (!read_holds(shared_info, shared_tag))
+                    fail("the contested slot does not hold the winner's source");
+            }
+            if (run && srel) api->request_destroy(v.inst, srel);
+            if (run && srem) api->request_destroy(v.inst, srem);
+            turn.arrive_and_wait();
+            if (tid == 0) release_wins = remap_wins = 0;
+            turn.arrive_and_wait();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+    for (auto &t : threads) t.join();
+    for (const auto &f : failures) ADD_FAILURE() << f;
+    if (!failures.empty()) leak();  // a request may be stuck: closing its slot could wait for ever
 }
 
 // ---- VMM-BATCH --------------------------------------------------------------
