@@ -63,9 +63,11 @@ bool sanitized_run(const std::string &backend, SanitizedRun *out, std::string *w
 }
 
 std::string tsan_options() {
+    // halt_on_error: the first report ends the child (a racy backend can make thousands, each
+    // slow to print, and the requirement has failed already). The caller's options come after
+    // and win.
     const char *env = std::getenv("TSAN_OPTIONS");
-    std::string o = env && *env ? std::string(env) + ":" : "";
-    return o + "exitcode=66";
+    return std::string("halt_on_error=1:exitcode=66") + (env && *env ? std::string(":") + env : "");
 }
 
 bool tsan_reported(const std::string &log_path, std::string *first_line) {

@@ -20,8 +20,8 @@ struct SanitizedRun {
 // is missing: a vendor builds the second library with xmc_add_backend(... SANITIZE thread).
 bool sanitized_run(const std::string &backend, SanitizedRun *out, std::string *why);
 
-// TSAN_OPTIONS for a child: the caller's, then exitcode=66 so that a report fails the
-// run even when the test's checks pass (a later option overrides an earlier one).
+// TSAN_OPTIONS for a child: halt_on_error=1 and exitcode=66, so that a report ends and
+// fails the run even when the test's checks pass, then the caller's (which win).
 std::string tsan_options();
 
 // True when the log holds a ThreadSanitizer report ("WARNING: ThreadSanitizer:").
