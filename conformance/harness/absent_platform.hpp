@@ -25,6 +25,9 @@ struct Hiding {
     std::vector<std::pair<std::string, std::string>> env;  // set in the child
     enum What { NoDriver, NoDevice, NoExtension } what;
     const char *how;   // one line for the report
+    // Removed from the child's environment: settings of the run that no longer fit the
+    // hidden platform (a device order for devices that are gone).
+    std::vector<std::string> unset = {};
 };
 
 // The hidings of this backend that this machine can run, and in *not_here those it
