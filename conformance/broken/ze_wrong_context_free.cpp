@@ -1,4 +1,4 @@
-// xmc-selftest: fails REG-SAME-CONTEXT
+// xmc-selftest: fails REG-SAME-CONTEXT,REG-THREADS
 // xmc-selftest: base level_zero
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
@@ -9,7 +9,8 @@
 // way CUDA code thinks). Right while one thread registers and releases;
 // a release from another thread frees in a context of its own, which the
 // driver refuses (zeMemFree in the wrong context: INVALID_ARGUMENT), so the
-// range can never be released there (REG-SAME-CONTEXT).
+// range can never be released there (REG-SAME-CONTEXT), and a registration
+// unregistered by another thread than its own fails (REG-THREADS).
 #include "ze_broken.hpp"
 
 #include <thread>

@@ -74,6 +74,37 @@ bool resolve(void *h, const char *name, F *out) {
     return *out != nullptr;
 }
 
+// xmc_fake_cuda_call_record (fake_cuda_control.h), so the harness needs no fake header.
+struct CudaCallRecord {
+    char entry[48];
+    int64_t tid;
+    uint8_t in_host_callback;
+    uint8_t on_callback_thread;
+};
+using CudaCallRecords = size_t (*)(CudaCallRecord *out, size_t n);
+CudaCallRecords g_cuda_records = nullptr;
+void (*g_cuda_reset_records)() = nullptr;
+size_t (*g_cuda_last_error)(char *buf, size_t n) = nullptr;
+
+bool cuda_calls(std::vector<DriverCall> *out, std::string *why) {
+    std::vector<CudaCallRecord> recs(g_cuda_records(nullptr, 0) + 16);
+    const size_t seen = g_cuda_records(recs.data(), recs.size());
+    out->clear();
+    for (size_t i = 0; i < seen && i < recs.size(); ++i)
+        out->push_back(DriverCall{recs[i].entry, recs[i].tid, recs[i].in_host_callback != 0});
+    if (seen > out->size() || out->size() >= 65536) {  // XMC_FAKE_CUDA_CALL_RECORDS
+        *why = "the fake kept " + std::to_string(out->size()) + " of " + std::to_string(seen) + " call records";
+        return false;
+    }
+    return true;
+}
+
+std::string cuda_config_error() {
+    char buf[512] = "";
+    g_cuda_last_error(buf, sizeof buf);
+    return buf;
+}
+
 // The CUDA backend loads the library named by XMC_CUDA_DRIVER (default
 // libcuda.so.1); the fake CUDA driver exports xmc_fake_cuda_* next to it.
 bool cuda_control(DriverControl *c, std::string *why) {
@@ -88,7 +119,9 @@ bool cuda_control(DriverControl *c, std::string *why) {
     if (!resolve(h, "xmc_fake_cuda_set_faults", &c->set_faults) ||
         !resolve(h, "xmc_fake_cuda_live_objects", &c->live_objects) ||
         !resolve(h, "xmc_fake_cuda_reclaimed_objects", &c->reclaimed_objects) ||
-        !resolve(h, "xmc_fake_cuda_ledger", &c->ledger)) {
+        !resolve(h, "xmc_fake_cuda_ledger", &c->ledger) || !resolve(h, "xmc_fake_cuda_call_records", &g_cuda_records) ||
+        !resolve(h, "xmc_fake_cuda_reset_call_records", &g_cuda_reset_records) ||
+        !resolve(h, "xmc_fake_cuda_last_error", &g_cuda_last_error)) {
         *why = "backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection";
         return false;
     }
@@ -102,6 +135,9 @@ bool cuda_control(DriverControl *c, std::string *why) {
     c->nonidentity_register = "nonidentity:cuMemHostRegister:0x10000";
     c->unsupported_register = "fail:cuMemHostRegister:CUDA_ERROR_NOT_SUPPORTED";
     c->registration_uuid = cuda_registration_uuid;
+    c->calls = cuda_calls;
+    c->reset_calls = g_cuda_reset_records;
+    c->config_error = cuda_config_error;
     return true;
 }
 

@@ -8,9 +8,20 @@
 #pragma once
 #include <xmc/backend.h>
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace xmc::conformance {
+
+// One driver call as the fake saw it (fake_cuda_control.h, fake_ze_control.h): the
+// entry point, the calling thread, and whether the call ran inside a host function
+// (the CUDA fake knows; Level Zero has no host callbacks, so there it is always false).
+struct DriverCall {
+    std::string entry;
+    int64_t tid = 0;
+    bool in_host_callback = false;
+};
 
 struct DriverControl {
     std::string library;  // the fake the backend loaded
@@ -42,6 +53,14 @@ struct DriverControl {
     // `base`, read from the fake's own records (never from the backend);
     // false with the reason when the ledger has no such registration.
     bool (*registration_uuid)(const DriverControl &c, const void *base, uint8_t uuid[16], std::string *why) = nullptr;
+
+    // The calling thread of every driver call since reset_calls() (VMM-CALLBACK):
+    // false with the reason when the fake kept fewer than were made.
+    bool (*calls)(std::vector<DriverCall> *out, std::string *why) = nullptr;
+    void (*reset_calls)() = nullptr;
+    // Why the fake refused the configuration it was started with ("" when it took it):
+    // a child that hides a device or an extension checks the hiding happened as intended.
+    std::string (*config_error)() = nullptr;
 };
 
 // The control of the fake driver under `api`, or nullptr with the reason in

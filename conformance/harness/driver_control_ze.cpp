@@ -49,6 +49,29 @@ bool resolve(void *h, const char *name, F *out) {
     return *out != nullptr;
 }
 
+// xmc_fake_ze_call_record (fake_ze_control.h).
+struct ZeCallRecord {
+    char entry[48];
+    int64_t tid;
+};
+size_t (*g_ze_records)(ZeCallRecord *out, size_t n) = nullptr;
+void (*g_ze_reset_records)() = nullptr;
+const char *(*g_ze_config_error)() = nullptr;
+
+bool ze_calls(std::vector<DriverCall> *out, std::string *why) {
+    std::vector<ZeCallRecord> recs(g_ze_records(nullptr, 0) + 16);
+    const size_t seen = g_ze_records(recs.data(), recs.size());
+    out->clear();
+    for (size_t i = 0; i < seen && i < recs.size(); ++i) out->push_back(DriverCall{recs[i].entry, recs[i].tid, false});
+    if (seen > out->size() || out->size() >= 65536) {  // XMC_FAKE_ZE_CALL_RECORDS
+        *why = "the fake kept " + std::to_string(out->size()) + " of " + std::to_string(seen) + " call records";
+        return false;
+    }
+    return true;
+}
+
+std::string ze_config_error() { return g_ze_config_error(); }
+
 } // namespace
 
 bool ze_backend(const std::string &name) { return name == "level_zero" || name.rfind("broken_ze_", 0) == 0; }
@@ -71,7 +94,9 @@ bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
     }
     if (!resolve(h, "xmc_fake_ze_set_faults", &c->set_faults) ||
         !resolve(h, "xmc_fake_ze_live_objects", &c->live_objects) ||
-        !resolve(h, "xmc_fake_ze_ledger", &c->ledger)) {
+        !resolve(h, "xmc_fake_ze_ledger", &c->ledger) || !resolve(h, "xmc_fake_ze_call_records", &g_ze_records) ||
+        !resolve(h, "xmc_fake_ze_reset_call_records", &g_ze_reset_records) ||
+        !resolve(h, "xmc_fake_ze_config_error", &g_ze_config_error)) {
         *why = "backend '" + name + "' runs on '" + c->library +
                "', a driver without the fake's fault injection";
         return false;
@@ -88,6 +113,9 @@ bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
     c->nonidentity_register = "nonidentity:zeMemAllocHost";
     c->unsupported_register = "fail:zeMemAllocHost:ZE_RESULT_ERROR_UNSUPPORTED_FEATURE";
     c->registration_uuid = ze_registration_uuid;
+    c->calls = ze_calls;
+    c->reset_calls = g_ze_reset_records;
+    c->config_error = ze_config_error;
     return true;
 }
 

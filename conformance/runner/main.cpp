@@ -296,7 +296,10 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     qualify_cmd->add_option("--expect-fail", q.expect_fail, "Self-test: succeed only when exactly these requirements fail")
         ->check(catalogue_ids());
-    auto *bench_flag = qualify_cmd->add_flag("--bench", q.bench, "Also run the benchmarks (bench.json, bench.csv, plots)");
+    qualify_cmd->add_option("--sanitize", q.sanitize,
+                            "Run the children under this sanitizer: the ThreadSanitizer builds of the runner and backend")
+        ->check(CLI::IsMember({"thread"}));
+        auto *bench_flag = qualify_cmd->add_flag("--bench", q.bench, "Also run the benchmarks (bench.json, bench.csv, plots)");
     qualify_cmd->add_option("--bench-sizes", bench_sizes, "Transfer sizes of the benchmarks (default 16M,64M,256M,1G)")
         ->check(size_list())
         ->needs(bench_flag);

@@ -5,6 +5,7 @@
 #include "loader.hpp"
 #include "package.hpp"
 #include "report.hpp"
+#include "sanitize.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -33,6 +34,8 @@
 
 namespace xmc::conformance {
 namespace {
+
+SanitizedRun g_sanitized;  // --sanitize thread: what the children exec and load (empty: this runner, o.backend)
 
 struct TestOutcome {
     std::string name;
@@ -82,18 +85,28 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
                                             std::string *running, std::string *child_note, bool *timed_out) {
     std::string filter;
     for (const auto &t : tests) filter += (filter.empty() ? "" : ":") + t;
-    std::vector<std::string> args = {"xmc", "run", "--backend", o.backend, "--xmc-results", results_path,
-                                     "--gtest_filter=" + filter};
+    const bool tsan = !g_sanitized.runner.empty();
+    std::vector<std::string> args = {"xmc", "run", "--backend", tsan ? g_sanitized.backend : o.backend,
+                                     "--xmc-results", results_path, "--gtest_filter=" + filter};
+    const std::string tsan_env = tsan_options();
     std::vector<char *> argv;
     for (auto &a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
+    // The child's environment, also built before fork (setenv after fork can
+    // deadlock on a lock another --jobs thread held).
+    std::string tsan_var = "TSAN_OPTIONS=" + tsan_env;
+    std::vector<char *> envp;
+    for (char **e = environ; *e; ++e)
+        if (!tsan || std::strncmp(*e, "TSAN_OPTIONS=", 13) != 0) envp.push_back(*e);
+    if (tsan) envp.push_back(tsan_var.data());
+    envp.push_back(nullptr);
     std::remove(results_path.c_str());
     const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     pid_t pid = fork();
     if (pid == 0) {
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
         setpgid(0, 0);  // its own group: a timeout kills the backend's helpers too
-        execv("/proc/self/exe", argv.data());
+        execve(tsan ? g_sanitized.runner.c_str() : "/proc/self/exe", argv.data(), envp.data());
         _exit(127);
     }
     if (fd >= 0) close(fd);
@@ -229,6 +242,11 @@ Verdict evaluate(const QualifyOptions &o, const Requirement &r, const std::vecto
             std::string note, verdict, reason;
             std::vector<TestOutcome> outcome = run_tests(o, tests, log, logs + "/" + r.id + ".jsonl", &note);
             judge(outcome, note, &verdict, &reason);
+            // A ThreadSanitizer report fails the requirement even when every check passed.
+            if (std::string race; !g_sanitized.runner.empty() && tsan_reported(log, &race)) {
+                reason = "ThreadSanitizer reported a data race (" + race + "; the report is in " + log + "), " + reason;
+                verdict = "failed";
+            }
             ++v.runs;
             if (verdict == "failed") {
                 if (++v.failed_runs == 1) { v.tests = outcome; first_failure = reason; first_failed_run = run; }
@@ -374,6 +392,14 @@ int qualify(const QualifyOptions &opts) {
     if (!b) {
         std::fprintf(stderr, "xmc qualify: %s\n", err.c_str());
         return 2;
+    }
+    if (o.sanitize == "thread") {
+        if (!sanitized_run(o.backend, &g_sanitized, &err)) {
+            std::fprintf(stderr, "xmc qualify: --sanitize thread: %s\n", err.c_str());
+            return 2;
+        }
+        std::printf("xmc qualify: under ThreadSanitizer: %s run --backend %s\n", g_sanitized.runner.c_str(),
+                    g_sanitized.backend.c_str());
     }
     // --rerun-failed: the parent package gives the selection, the must-pass
     // version and the waivers; it must be of this backend and this suite.

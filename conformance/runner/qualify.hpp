@@ -28,6 +28,7 @@ struct QualifyOptions {
     int shard_count = 0;
     int repeat = 1;           // each requirement's tests run this many times; any failing run fails it
     std::string rerun_failed; // an earlier package: rerun what failed there, take the rest over
+    std::string sanitize;     // "thread": the children are the TSan runner on the TSan backend (sanitize.hpp)
 };
 
 // --shard I/N: "I/N" with 1 <= I <= N; false with *error saying what is wrong.

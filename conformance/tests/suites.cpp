@@ -9,6 +9,7 @@
 // self-test's verdict.
 // TransferTest runs last; test_transfer.cpp instantiates it, as
 // xmc_multirank compiles that file alone.
+#include "absent_platform.hpp"
 #include "copy_env.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
@@ -33,6 +34,7 @@ XMC_INSTANTIATE_FOR_BACKENDS(HostileRegTest);
 XMC_INSTANTIATE_FOR_BACKENDS(HostileStreamTest);
 XMC_INSTANTIATE_FOR_BACKENDS(HostileCopyTest);
 XMC_INSTANTIATE_FOR_BACKENDS(HostileVmmTest);
+XMC_INSTANTIATE_FOR_BACKENDS(AbsentPlatform);
 
 } // namespace
 } // namespace xmc::conformance

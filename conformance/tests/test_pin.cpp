@@ -7,6 +7,7 @@
 // stateful commands in pin_commands.hpp.
 #include "driver_control.hpp"
 #include "boundary.hpp"
+#include "absent_platform.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
 #include "os_facts.hpp"
@@ -14,11 +15,14 @@
 #include "pin_env.hpp"
 #include "pin_model.hpp"
 #include "reg_env.hpp"
+#include "spin_barrier.hpp"
 
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -465,66 +469,198 @@ TEST_P(PinTest, PIN_SHARED_TwoInstancesSeeOneRegistry) {
 
 // ---- PIN-THREADS ------------------------------------------------------------
 
+// What bytes_now and blocks_now may read while other threads allocate and free: at
+// least what must be live (blocks whose alloc returned and whose free has not begun)
+// and at most what may be (blocks whose alloc began and whose free has not returned),
+// over the whole stats call. The decreases of `must` and the increases of `may` are
+// also summed, monotonically, so a reader bounds what happened during its call:
+// lower = must before - what must lost meanwhile, upper = may before + what may gained.
+// Each quantity is changed before (must: its drop, then the sum) and read after (the
+// sum, then must) in the order that keeps the bounds true; a lost update of the
+// backend's counters leaves them sooner or later, a stale one right away.
+struct LiveBounds {
+    struct Pair {
+        std::atomic<int64_t> must{0}, may{0}, must_lost{0}, may_gained{0};
+    };
+    Pair bytes, blocks;
+    void set(int64_t b, int64_t n) {
+        bytes.must = bytes.may = b;
+        blocks.must = blocks.may = n;
+    }
+    static void begin_alloc(Pair &p, int64_t v) {
+        p.may += v;
+        p.may_gained += v;
+    }
+    static void begin_free(Pair &p, int64_t v) {
+        p.must -= v;
+        p.must_lost += v;
+    }
+    struct Window {
+        int64_t lost0, gained0, must0, may0;
+    };
+    static Window open(const Pair &p) {
+        Window w;
+        w.lost0 = p.must_lost;
+        w.gained0 = p.may_gained;
+        w.must0 = p.must;
+        w.may0 = p.may;
+        return w;
+    }
+    // "" when v lies in the bounds of the window opened before the reading.
+    static std::string check(const Pair &p, const Window &w, uint64_t v, const char *what) {
+        const int64_t lo = w.must0 - (p.must_lost - w.lost0), hi = w.may0 + (p.may_gained - w.gained0);
+        if (static_cast<int64_t>(v) >= lo && static_cast<int64_t>(v) <= hi) return "";
+        return std::string(what) + " read " + std::to_string(v) + ", outside [" + std::to_string(lo) + ", " +
+               std::to_string(hi) + "]: what must be live, what may be";
+    }
+};
+
 TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
     // Blocks published before the threads start: every thread queries them.
     std::vector<xmc_pin_result> shared;
     for (int i = 0; i < 8; ++i) shared.push_back(alloc(page_size() * (1 + i % 3)));
+    // The backend's unit of block sizes: what one byte costs.
+    const size_t unit = [&] {
+        xmc_pin_result r = alloc(1);
+        const size_t n = r.size ? r.size : page_size();
+        if (r.base) api->pin_free(inst, r.base);
+        return n;
+    }();
     const xmc_pin_stats with_shared = stats();
-    // Several rounds, the accounting checked after each: lost updates of +n
-    // and -n can cancel within one round, rarely in every round.
-    constexpr int kThreads = 8, kRounds = 4, kOps = 500;
+    // Several rounds, each thread checking what the model says right after each of its
+    // operations: its new block is pinned with its size, the accounting lies between
+    // what must and what may be live. Then every thread frees the same blocks at once
+    // (a contested free): exactly one free of each succeeds, the others are refused.
+    constexpr int kThreads = 8, kRounds = 4, kOps = 500, kContested = 32;
     std::mutex mu;
     std::vector<std::string> failures;
-    auto worker = [&](int round, int tid) {
+    LiveBounds live;
+    std::vector<xmc_pin_result> contested;
+    std::vector<std::atomic<int>> wins(kContested), tries(kContested);
+    auto worker = [&](int round, int tid, SpinBarrier &turn) {
         std::mt19937_64 rng(static_cast<uint64_t>(round) * 104729 + tid * 7919 + 1);
         PinModel model;  // this thread's own blocks
         std::vector<xmc_pin_result> mine;
         auto fail = [&](const std::string &what) {
             std::lock_guard<std::mutex> l(mu);
-            if (failures.size() < 20) failures.push_back("thread " + std::to_string(tid) + ": " + what);
+            if (failures.size() < 20) failures.push_back("round " + std::to_string(round) + " thread " +
+                                                         std::to_string(tid) + ": " + what);
+        };
+        auto check_stats = [&](const char *after) {
+            const auto wb = LiveBounds::open(live.bytes), wn = LiveBounds::open(live.blocks);
+            xmc_pin_stats s{};
+            api->pin_stats(inst, &s);
+            std::string e = LiveBounds::check(live.bytes, wb, s.bytes_now, "bytes_now");
+            if (e.empty()) e = LiveBounds::check(live.blocks, wn, s.blocks_now, "blocks_now");
+            if (!e.empty()) fail(std::string("after its ") + after + ": " + e);
         };
         for (int op = 0; op < kOps; ++op) {
-            const int kind = rng() % 5;
+            const int kind = rng() % 6;
             const int nblocks = static_cast<int>(mine.size());
             if (kind == 0 || nblocks == 0) {
                 const size_t n = 1 + rng() % (2 * page_size());
+                const int64_t est = static_cast<int64_t>((n + unit - 1) / unit * unit);
+                LiveBounds::begin_alloc(live.bytes, est);
+                LiveBounds::begin_alloc(live.blocks, 1);
                 xmc_pin_result r{};
                 xmc_status st = api->pin_alloc(inst, n, 1, XMC_NO_DEVICE, &r);
                 if (st != model.alloc(n, 64)) fail("alloc status " + std::string(xmc_status_string(st)));
+                if (st != XMC_OK) {
+                    live.bytes.may -= est;
+                    live.blocks.may -= 1;
+                    mine.push_back(r);
+                    continue;
+                }
+                live.bytes.may += static_cast<int64_t>(r.size) - est;
+                live.bytes.must += static_cast<int64_t>(r.size);
+                live.blocks.must += 1;
                 mine.push_back(r);
+                // Right after its alloc: the whole block is pinned, base and size as returned.
+                xmc_pin_info q{};
+                api->pin_query(inst, r.base, r.size, &q);
+                if (r.size < n || q.pinned != 1 || q.base != r.base || q.size != r.size)
+                    fail("its new block of " + std::to_string(n) + " bytes is not pinned with its base and size");
+                check_stats("alloc");
             } else if (kind == 1) {
                 // Only this thread's live blocks: a freed block's memory may
                 // already belong to another thread's block.
                 const int b = rng() % nblocks;
                 if (!model.blocks()[b].live) continue;
                 PinAddr a{b, PinAddr::Base, 0};  // refusals are PIN-FREE's; here frees race allocations
+                const int64_t size = static_cast<int64_t>(mine[b].size);
+                LiveBounds::begin_free(live.bytes, size);
+                LiveBounds::begin_free(live.blocks, 1);
                 xmc_status st = api->pin_free(inst, mine[b].base);
                 if (st != model.free(a)) fail("free status " + std::string(xmc_status_string(st)));
+                if (st == XMC_OK) {
+                    live.bytes.may -= size;
+                    live.blocks.may -= 1;
+                } else {
+                    live.bytes.must += size;
+                    live.blocks.must += 1;
+                }
+                check_stats("free");
             } else if (kind == 2 || kind == 3) {
                 const int b = rng() % nblocks;
                 const size_t off = rng() % model.blocks()[b].bytes;
-                PinAddr a{b, PinAddr::Base, off};
                 xmc_pin_info q{};
                 api->pin_query(inst, static_cast<char *>(mine[b].base) + off, 1, &q);
                 // A freed block's memory may be pinned again by another thread:
                 // only a live block's answer is determined.
-                if (model.blocks()[b].live && (q.pinned != 1 || q.base != mine[b].base))
-                    fail("query of a live block's interior did not report it");
-                (void)a;
-            } else {
+                if (model.blocks()[b].live && (q.pinned != 1 || q.base != mine[b].base || q.size != mine[b].size))
+                    fail("query of its live block's interior did not report it");
+            } else if (kind == 4) {
                 const auto &s = shared[rng() % shared.size()];
                 xmc_pin_info q{};
                 api->pin_query(inst, static_cast<char *>(s.base) + rng() % s.size, 1, &q);
                 if (q.pinned != 1 || q.base != s.base) fail("query of a shared block failed");
+            } else {
+                check_stats("query of the accounting");
             }
         }
-        for (size_t b = 0; b < mine.size(); ++b)
-            if (model.blocks()[b].live && api->pin_free(inst, mine[b].base) != XMC_OK) fail("final free");
+        for (size_t b = 0; b < mine.size(); ++b) {
+            if (!model.blocks()[b].live) continue;
+            LiveBounds::begin_free(live.bytes, static_cast<int64_t>(mine[b].size));
+            LiveBounds::begin_free(live.blocks, 1);
+            if (api->pin_free(inst, mine[b].base) != XMC_OK) fail("final free");
+            live.bytes.may -= static_cast<int64_t>(mine[b].size);
+            live.blocks.may -= 1;
+        }
+        // The contested frees, all threads at once over the same blocks.
+        turn.arrive_and_wait();
+        for (int k = 0; k < kContested; ++k) {
+            const xmc_status st = api->pin_free(inst, contested[k].base);
+            if (st == XMC_OK) {
+                ++wins[k];
+                live.bytes.may -= static_cast<int64_t>(contested[k].size);
+                live.blocks.may -= 1;
+            } else if (st != XMC_ERR_NOT_PINNED_BASE) {
+                fail("a contested free answered " + std::string(xmc_status_string(st)));
+            }
+            // The last of the threads to try a block checks that exactly one free took it.
+            if (++tries[k] == kThreads && wins[k] != 1)
+                fail(std::to_string(wins[k].load()) + " of " + std::to_string(kThreads) +
+                     " concurrent frees of one block succeeded; exactly one may");
+        }
     };
     for (int round = 0; round < kRounds; ++round) {
+        contested.clear();
+        for (int k = 0; k < kContested; ++k) {
+            contested.push_back(alloc(page_size()));
+            wins[k] = 0;
+            tries[k] = 0;
+        }
+        const xmc_pin_stats start = stats();
+        // The contested blocks may be live until their free returns; none must be.
+        live.set(static_cast<int64_t>(start.bytes_now), static_cast<int64_t>(start.blocks_now));
+        live.bytes.must -= static_cast<int64_t>(start.bytes_now - with_shared.bytes_now);
+        live.blocks.must -= static_cast<int64_t>(start.blocks_now - with_shared.blocks_now);
+        SpinBarrier turn(kThreads);
         std::vector<std::thread> threads;
-        for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, round, t);
+        for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, round, t, std::ref(turn));
         for (auto &t : threads) t.join();
+        for (int k = 0; k < kContested; ++k)
+            if (wins[k] == 0) api->pin_free(inst, contested[k].base);  // reported above; not left behind
         const xmc_pin_stats now = stats();
         EXPECT_EQ(now.bytes_now, with_shared.bytes_now) << "accounting drifted under concurrency in round " << round;
         EXPECT_EQ(now.blocks_now, with_shared.blocks_now) << "block count drifted in round " << round;
@@ -743,6 +879,32 @@ void pin_scenario(Run &r) {
     r.close();
 }
 const Scenario kPin{"pin", pin_scenario};
+
+// PIN-DEVICE's degradation in every qualification of a driver backend: a block asked to
+// be registered where the driver, its devices or its extension are hidden in a child
+// (absent_platform.hpp) is lock-only and says why; it never claims a registration.
+TEST_P(AbsentPlatform, PIN_DEVICE_EveryHiddenPlatformInAChildDegradesToLockOnlySayingWhy) {
+    each_hiding([&](Hiding::What) {
+        const DriverControl *c = driver_control(api, nullptr);
+        const size_t objects = c ? c->objects_besides_contexts() : 0;
+        xmc_pin_stats before{};
+        XMC_ASSERT_STATUS(XMC_OK, api->pin_stats(inst, &before));
+        xmc_pin_result r{};
+        XMC_ASSERT_STATUS(XMC_OK, api->pin_alloc(inst, 2 * page_size(), 64, 0, &r));
+        EXPECT_EQ(r.registered, 0) << "pretended: a block registered with a device the platform does not have";
+        EXPECT_NE(r.reg_status, XMC_OK) << "lock-only without saying why: a silent degradation";
+        xmc_pin_info q{};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_query(inst, r.base, r.size, &q));
+        EXPECT_EQ(q.pinned, 1) << "the lock-only block is not pinned";
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_free(inst, r.base));
+        xmc_pin_stats after{};
+        XMC_EXPECT_STATUS(XMC_OK, api->pin_stats(inst, &after));
+        EXPECT_EQ(after.bytes_now, before.bytes_now);
+        if (c) {
+            EXPECT_EQ(c->objects_besides_contexts(), objects) << "the degraded block left driver objects:\n" << c->ledger_text();
+        }
+    });
+}
 
 TEST_P(FaultSweep, PIN_DEVICE_FaultSweepDegradesWithTheCodeAndLeavesNothing) {
     sweep(kPin, {"pin_alloc", "pin_free"});

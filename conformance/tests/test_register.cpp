@@ -8,6 +8,7 @@
 // with a declared reason. The fixtures are in the harness (reg_env.hpp,
 // hostile.hpp, fault_sweep.hpp), the stateful commands in reg_commands.hpp.
 #include "boundary.hpp"
+#include "absent_platform.hpp"
 #include "driver_control.hpp"
 #include "fault_sweep.hpp"
 #include "hostile.hpp"
@@ -18,6 +19,8 @@
 
 #include <sys/mman.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <random>
@@ -629,6 +632,31 @@ TEST_P(RegUnavailable, REG_UNAVAILABLE_UnsupportedByTheDeviceIsReportedNeverPret
     EXPECT_EQ(control_->objects_besides_contexts(), baseline_objects_) << control_->ledger_text();
 }
 
+// In every qualification of a driver backend, whatever the machine has: the backend
+// again in a child with no driver library, with a driver that lists no device, and
+// with devices whose driver lacks the registration extension (absent_platform.hpp).
+TEST_P(AbsentPlatform, REG_UNAVAILABLE_EveryHiddenPlatformInAChildIsUnsupportedNeverPretended) {
+    each_hiding([&](Hiding::What) {
+        const size_t page = page_size();
+        void *p = mmap(nullptr, page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(p, MAP_FAILED);
+        const DriverControl *c = driver_control(api, nullptr);
+        const size_t objects = c ? c->objects_besides_contexts() : 0;
+        xmc_reg_info info{};
+        XMC_EXPECT_REFUSED(XMC_ERR_UNSUPPORTED, api->reg_register(inst, p, page, 0, 0, &info), "reg_register");
+        xmc_error_info e{};
+        api->last_error(inst, &e);
+        EXPECT_GT(std::strlen(e.message), 20u) << "the refusal does not say why registration is unavailable";
+        xmc_reg_info q{};
+        XMC_EXPECT_STATUS(XMC_OK, api->reg_query(inst, p, &q));
+        EXPECT_EQ(q.registered, 0) << "pretended: a registration is recorded where the platform has none";
+        if (c) {
+            EXPECT_EQ(c->objects_besides_contexts(), objects) << "the refused registration left driver objects:\n" << c->ledger_text();
+        }
+        munmap(p, page);
+    });
+}
+
 // ---- REG-THREADS ------------------------------------------------------------
 
 TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWithModel) {
@@ -648,6 +676,15 @@ TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWit
             std::lock_guard<std::mutex> l(mu);
             if (failures.size() < 20) failures.push_back("thread " + std::to_string(tid) + ": " + what);
         };
+        // What the model says of this thread's own pages holds right after each of its operations.
+        auto check_at = [&](size_t off, const char *after) {
+            xmc_reg_info q{};
+            api->reg_query(inst, mine + off, &q);
+            const long long b = model.holder(off);
+            if (q.registered != (b >= 0) || (b >= 0 && (q.base != mine + b || q.size != model.live.at(static_cast<size_t>(b)).size)))
+                fail(std::string("right after its ") + after + ", the query at +" + std::to_string(off) +
+                     " disagrees with the model");
+        };
         for (int op = 0; op < kOps; ++op) {
             const int kind = rng() % 3;
             if (kind == 0) {
@@ -658,19 +695,17 @@ TEST_P(RegTest, REG_THREADS_ConcurrentRegisterUnregisterOfDisjointRangesAgreeWit
                 const xmc_status want = model.reg(first * page_size(), n * page_size(), d);
                 if (got != want)
                     fail(std::string("register: ") + xmc_status_string(got) + ", model " + xmc_status_string(want));
+                check_at(first * page_size(), "register");
+                check_at((first + n) * page_size() - 1, "register");
             } else if (kind == 1) {
                 const size_t off = (rng() % kPages) * page_size() + ((rng() % 4) == 0 ? 64 : 0);
                 const xmc_status got = api->reg_unregister(inst, mine + off);
                 const xmc_status want = model.unreg(off);
                 if (got != want)
                     fail(std::string("unregister: ") + xmc_status_string(got) + ", model " + xmc_status_string(want));
+                check_at(off, "unregister");
             } else {
-                const size_t off = rng() % (kPages * page_size());
-                xmc_reg_info q{};
-                api->reg_query(inst, mine + off, &q);
-                const long long b = model.holder(off);
-                if (q.registered != (b >= 0) || (b >= 0 && q.base != mine + b))
-                    fail("query disagrees with the model at +" + std::to_string(off));
+                check_at(rng() % (kPages * page_size()), "query");
             }
         }
         for (const auto &[b, r] : model.live)
@@ -743,6 +778,73 @@ TEST_P(RegTest, REG_CLOSE_ClosingOneOfTwoUnregistersNothing) {
         EXPECT_EQ(q.registered, 1) << "device " << d << "'s registration is gone for the other instance";
         XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, page(4 * static_cast<size_t>(d))));
     }
+}
+
+// The model's answer for threads that race for one range. All threads register and
+// unregister two overlapping ranges (pages 0-1 and 1-2 of one arena) at random, with no
+// pause between calls, so a thread that lets a lock go inside register or unregister
+// is met there by another sooner or later. Whatever the interleaving, the calls the
+// backend accepted form one history of the model: at most one of the two ranges is
+// registered at a time, so of each range the accepted registers and unregisters
+// alternate, and after each round (threads joined) each range's count of accepted
+// registers exceeds its accepted unregisters by one exactly when the query reports it
+// registered, and never both. Two overlapping registrations accepted at once, or two
+// unregisters of one registration, break the counts.
+TEST_P(RegTest, REG_THREADS_OverlappingRegistrationsAndUnregistersRacingFromManyThreadsAgreeWithOneHistory) {
+    constexpr int kThreads = 8, kRounds = 40, kOps = 400;
+    Arena arena(3);
+    ASSERT_NE(arena.base, nullptr);
+    char *const range[2] = {arena.base, arena.base + page_size()};
+    std::mutex mu;
+    std::vector<std::string> failures;
+    std::atomic<int64_t> regs[2] = {0, 0}, unregs[2] = {0, 0};
+    auto worker = [&](int round, int tid) {
+        std::mt19937_64 rng(static_cast<uint64_t>(round) * 7907 + static_cast<uint64_t>(tid) * 104729 + 3);
+        auto fail = [&](const std::string &what) {
+            std::lock_guard<std::mutex> l(mu);
+            if (failures.size() < 20)
+                failures.push_back("round " + std::to_string(round) + " thread " + std::to_string(tid) + ": " + what);
+        };
+        for (int op = 0; op < kOps; ++op) {
+            const int k = static_cast<int>(rng() % 2);
+            if (rng() % 2 == 0) {
+                xmc_reg_info info{};
+                const xmc_status st = api->reg_register(inst, range[k], 2 * page_size(), 0, 0, &info);
+                if (st == XMC_OK) ++regs[k];
+                else if (st != XMC_ERR_ALREADY_REGISTERED)
+                    fail("a register racing an overlapping one answered " + std::string(xmc_status_string(st)));
+            } else {
+                const xmc_status st = api->reg_unregister(inst, range[k]);
+                if (st == XMC_OK) ++unregs[k];
+                else if (st != XMC_ERR_NOT_REGISTERED)
+                    fail("an unregister racing others answered " + std::string(xmc_status_string(st)));
+            }
+        }
+    };
+    // Rounds until kRounds, or kMinRounds and a second and a half (a driver's registration is slower).
+    constexpr int kMinRounds = 8;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int round = 0; round < kRounds && failures.empty() && !HasFailure(); ++round) {
+        if (round >= kMinRounds && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(1500)) break;
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, round, t);
+        for (auto &t : threads) t.join();
+        int live = 0;
+        for (int k = 0; k < 2; ++k) {
+            const int64_t net = regs[k] - unregs[k];
+            const xmc_reg_info q = query(range[k]);
+            const bool registered = q.registered && q.base == range[k];
+            live += registered;
+            if (net != (registered ? 1 : 0))
+                ADD_FAILURE() << "round " << round << ": range " << k << " was registered " << regs[k] << " and unregistered "
+                              << unregs[k] << " times, yet the query reports it "
+                              << (registered ? "registered" : "not registered")
+                              << ": two overlapping registrations or two unregisters of one were accepted";
+        }
+        if (live > 1) ADD_FAILURE() << "round " << round << ": both overlapping ranges are registered";
+    }
+    for (const auto &f : failures) ADD_FAILURE() << f;
+    arena.unregister_all(api, inst);
 }
 
 } // namespace

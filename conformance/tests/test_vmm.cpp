@@ -9,6 +9,7 @@
 #include "hostile.hpp"
 #include "os_facts.hpp"
 #include "slot_model.hpp"
+#include "spin_barrier.hpp"
 #include "vmm_commands.hpp"
 #include "vmm_env.hpp"
 
@@ -19,6 +20,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <set>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -736,6 +740,148 @@ TEST_P(VmmTest, VMM_STATE_StatefulSequencesAgreeWithModel) {
                                                                                                       "");
 }
 
+// The slot state machine under concurrent callers (SPEC 3: every entry point is
+// thread-safe). Each thread drives a slot of its own through release, remap, adopt and
+// destroy on a stream of its own and checks what the model says right after each of
+// its operations (accepted, the request's counts, done and clean after its wait, the
+// slot's bytes those of the source); between cycles all threads release one shared
+// slot at once, then remap it at once: of each, exactly one is accepted and the
+// others are refused busy (VMM-STATE), and the winner's reload holds.
+TEST_P(VmmTest, VMM_STATE_ConcurrentCallersEachSeeTheModelsStateAndOneWinsAContestedSlot) {
+    constexpr int kThreads = 4, kCycles = 12;
+    constexpr uint32_t kThreadWaitMs = 5000;  // a request that takes longer is stuck: the thread stops
+    Env &v = e();
+    struct Own {
+        xmc_stream *stream = nullptr;
+        xmc_slot *slot = nullptr;
+        xmc_slot_info info{};
+        void *src[2] = {nullptr, nullptr};  // two tags, alternating
+        void *back = nullptr;               // where the thread reads its slot into
+    };
+    std::vector<Own> own(kThreads);
+    for (int t = 0; t < kThreads; ++t) {
+        Own &o = own[t];
+        o.stream = v.stream();
+        const Env::Slot made = v.mapped_slot(1);
+        o.slot = made.slot;
+        o.info = made.info;
+        ASSERT_NE(o.slot, nullptr);
+        o.src[0] = v.source(o.info.size, 300 + 2 * t);
+        o.src[1] = v.source(o.info.size, 301 + 2 * t);
+        o.back = v.source(o.info.size, 0);
+        ASSERT_TRUE(o.src[0] && o.src[1] && o.back);
+    }
+    auto [shared, shared_info] = v.mapped_slot(1);
+    ASSERT_NE(shared, nullptr);
+    std::vector<void *> shared_src;
+    for (int t = 0; t < kThreads; ++t) shared_src.push_back(v.source(shared_info.size, 400 + t));
+
+    std::mutex mu;
+    std::vector<std::string> failures;
+    std::atomic<int> release_wins{0}, remap_wins{0}, shared_tag{-1};
+    SpinBarrier turn(kThreads);
+    std::atomic<bool> stopped{false};  // a thread stuck or failed: the others stop at the next cycle
+    auto worker = [&](int tid) {
+        Own &o = own[tid];
+        auto fail = [&](const std::string &what) {
+            std::lock_guard<std::mutex> l(mu);
+            if (failures.size() < 20) failures.push_back("thread " + std::to_string(tid) + ": " + what);
+            stopped = true;
+        };
+        auto status = [&](xmc_status st) { return std::string(xmc_status_string(st)); };
+        auto read_holds = [&](const xmc_slot_info &info, int tag) {
+            std::memset(o.back, kPoison, info.size);
+            xmc_copy_desc d = Env::linear(info.address, XMC_MEM_DEVICE, o.back, XMC_MEM_PINNED, info.size);
+            const xmc_status st = api->copy(v.inst, &d, o.stream);
+            const xmc_status sy = api->stream_synchronize(v.inst, o.stream);
+            const char *p = static_cast<const char *>(o.back);
+            return st == XMC_OK && sy == XMC_OK && holds(std::vector<char>(p, p + info.size), tag);
+        };
+        // Its own slot: mapped -> release pending -> remap pending -> mapped. False when the
+        // thread must stop (a request stuck or refused): it then only keeps the others' pace.
+        auto own_cycle = [&](int cycle) {
+            const int tag = 300 + 2 * tid + cycle % 2;
+            xmc_request *rel = nullptr, *rem = nullptr;
+            xmc_status st = api->slot_release(v.inst, o.slot, o.stream, &rel);
+            if (st != XMC_OK) return fail("release of its mapped slot: " + status(st)), false;
+            xmc_request_info qi{};
+            if (api->request_query(v.inst, rel, &qi) != XMC_OK || qi.slots != 1 || qi.status != XMC_OK)
+                fail("right after its release, the request does not report one slot and no error");
+            // The model: a second release while one is pending is busy.
+            xmc_request *again = nullptr;
+            if ((st = api->slot_release(v.inst, o.slot, o.stream, &again)) != XMC_ERR_BUSY)
+                return fail("a release with a release pending answered " + status(st)), false;
+            st = api->slot_remap(v.inst, o.slot, o.stream, o.src[cycle % 2], o.info.size, 0, &rem);
+            if (st != XMC_OK) return fail("remap of its releasing slot: " + status(st)), false;
+            if ((st = api->request_wait(v.inst, rem, kThreadWaitMs)) != XMC_OK)
+                return fail("its remap did not finish cleanly: " + status(st)), false;
+            if ((st = api->request_wait(v.inst, rel, kThreadWaitMs)) != XMC_OK)
+                return fail("its release did not finish cleanly: " + status(st)), false;
+            if (api->request_query(v.inst, rem, &qi) != XMC_OK || !qi.done || qi.status != XMC_OK ||
+                qi.copies_launched != 1)
+                fail("right after its remap's wait, the request is not done with its one copy");
+            if ((st = api->request_adopt(v.inst, rem)) != XMC_OK) fail("adopt of its finished remap: " + status(st));
+            api->request_destroy(v.inst, rel);
+            api->request_destroy(v.inst, rem);
+            if (!read_holds(o.info, tag)) fail("after its reload the slot does not hold the source's bytes");
+            return true;
+        };
+        bool going = true;
+        for (int cycle = 0; cycle < kCycles; ++cycle) {
+            if (going && !stopped) going = own_cycle(cycle);
+            // The shared slot: every thread releases it at once, then remaps it at once. Every
+            // thread passes every turn, also one that stopped, so that none waits for ever.
+            turn.arrive_and_wait();
+            const bool run = !stopped;
+            xmc_request *srel = nullptr, *srem = nullptr;
+            xmc_status st = XMC_OK;
+            if (run) {
+                st = api->slot_release(v.inst, shared, o.stream, &srel);
+                if (st == XMC_OK) ++release_wins;
+                else if (st != XMC_ERR_BUSY) fail("a contested release answered " + status(st));
+            }
+            turn.arrive_and_wait();
+            if (run && tid == 0 && release_wins != 1)
+                fail(std::to_string(release_wins.load()) + " of " + std::to_string(kThreads) +
+                     " releases of one mapped slot made at once were accepted; exactly one may");
+            if (run && srel && (st = api->request_wait(v.inst, srel, kThreadWaitMs)) != XMC_OK)
+                fail("the contested release did not finish cleanly: " + status(st));
+            turn.arrive_and_wait();
+            if (run) {
+                st = api->slot_remap(v.inst, shared, o.stream, shared_src[tid], shared_info.size, 0, &srem);
+                if (st == XMC_OK) {
+                    ++remap_wins;
+                    shared_tag = 400 + tid;
+                } else if (st != XMC_ERR_BUSY) {
+                    fail("a contested remap answered " + status(st));
+                }
+            }
+            turn.arrive_and_wait();
+            if (run && tid == 0 && remap_wins != 1)
+                fail(std::to_string(remap_wins.load()) + " of " + std::to_string(kThreads) +
+                     " remaps of one released slot made at once were accepted; exactly one may");
+            if (run && srem) {
+                if ((st = api->request_wait(v.inst, srem, kThreadWaitMs)) != XMC_OK)
+                    fail("the contested remap did not finish cleanly: " + status(st));
+                else if ((st = api->request_adopt(v.inst, srem)) != XMC_OK)
+                    fail("adopt of the contested remap: " + status(st));
+                else if (!read_holds(shared_info, shared_tag))
+                    fail("the contested slot does not hold the winner's source");
+            }
+            if (run && srel) api->request_destroy(v.inst, srel);
+            if (run && srem) api->request_destroy(v.inst, srem);
+            turn.arrive_and_wait();
+            if (tid == 0) release_wins = remap_wins = 0;
+            turn.arrive_and_wait();
+        }
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, t);
+    for (auto &t : threads) t.join();
+    for (const auto &f : failures) ADD_FAILURE() << f;
+    if (!failures.empty()) leak();  // a request may be stuck: closing its slot could wait for ever
+}
+
 // ---- VMM-BATCH --------------------------------------------------------------
 
 TEST_P(VmmTest, VMM_BATCH_RefusesSlotNamedTwice) {
@@ -1290,6 +1436,96 @@ TEST_P(VmmTest, VMM_CALLBACK_StreamIsNeverHeldBySlotWork) {
     ASSERT_TRUE(v.ok(v.wait(r3)));
     ASSERT_TRUE(v.ok(v.wait(r2)));
     EXPECT_TRUE(holds(v.read(ib), 232));
+}
+
+// Observed at the driver (SPEC 6): the fake records the calling thread of every
+// driver call, and each stream's callback thread is learned from a host callback
+// of the test's own. A call that does not block (cuStreamQuery, cuEventRecord:
+// the real driver lets them through) holds no stream, so only this record shows it.
+struct CallbackThreads {
+    std::set<int64_t> tids;          // the callback threads of the test's streams
+    std::set<std::string> dispatch;  // what the stream's own dispatch calls there around any callback
+};
+
+void note_tid(void *p) { *static_cast<int64_t *>(p) = static_cast<int64_t>(gettid()); }
+
+// Runs an empty host callback of the test's own on each stream and notes its thread, and the
+// driver calls the stream's machinery made on that thread to run it (Level Zero's callback
+// thread waits for and signals its events; the CUDA fake's makes none).
+::testing::AssertionResult learn_callback_threads(Env &v, const DriverControl &c, const std::vector<xmc_stream *> &streams,
+                                                  CallbackThreads *out) {
+    for (xmc_stream *s : streams) {
+        int64_t tid = 0;
+        c.reset_calls();
+        if (!v.ok(v.api->host_callback(v.inst, s, note_tid, &tid)) || !v.ok(v.api->stream_synchronize(v.inst, s)))
+            return ::testing::AssertionFailure() << "a host callback of the test's own did not run: " << v.error();
+        std::vector<DriverCall> calls;
+        std::string why;
+        if (!c.calls(&calls, &why)) return ::testing::AssertionFailure() << why;
+        if (tid == 0) return ::testing::AssertionFailure() << "the host callback ran on no thread";
+        out->tids.insert(tid);
+        for (const auto &call : calls)
+            if (call.tid == tid && !call.in_host_callback) out->dispatch.insert(call.entry);
+    }
+    return ::testing::AssertionSuccess();
+}
+
+TEST_P(VmmTest, VMM_CALLBACK_NoDriverCallOnAStreamsCallbackThread) {
+    std::string why;
+    const DriverControl *c = driver_control(api, &why);
+    if (!c || !c->calls)
+        XMC_SKIP(SkipKind::Unsupported, (c ? "the fake driver under backend '" + std::string(api->name) +
+                                                  "' records no calling threads"
+                                           : why));
+    Env &v = e();
+    auto [a, ia] = v.mapped_slot(1);
+    auto [bslot, ib] = v.mapped_slot(1);
+    ASSERT_TRUE(a && bslot);
+    void *src = v.source(ia.size, 261), *src_b = v.source(ib.size, 262);
+    xmc_stream *g = v.stream(), *b = v.stream();
+    const std::vector<xmc_stream *> streams = {v.io, g, b};
+    CallbackThreads cb;
+    ASSERT_TRUE(learn_callback_threads(v, *c, streams, &cb));
+
+    // Slot work through every kind of request: release, remap (on another stream than
+    // its release), a deferred remap and its launch, batch release and remap, adopt,
+    // destroy, close. Each is waited for, so every driver call it makes is in the record.
+    c->reset_calls();
+    xmc_request *rel = nullptr, *rem = nullptr, *r2 = nullptr, *r3 = nullptr, *r4 = nullptr, *r5 = nullptr;
+    ASSERT_TRUE(v.ok(v.release(a, g, &rel)));
+    ASSERT_TRUE(v.ok(v.remap(a, b, src, ia.size, 0, &rem)));
+    ASSERT_TRUE(v.ok(v.wait(rem)));
+    ASSERT_TRUE(v.ok(v.wait(rel)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, rem)));
+    ASSERT_TRUE(v.ok(v.release(a, v.io, &r2)));
+    ASSERT_TRUE(v.ok(v.remap(a, g, src, ia.size, XMC_REMAP_DEFER_COPY, &r3)));
+    ASSERT_TRUE(v.ok(api->request_launch_copy(v.inst, r3, 0, b)));
+    ASSERT_TRUE(v.ok(v.wait(r3)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, r3)));
+    ASSERT_TRUE(v.ok(v.release_batch({a, bslot}, b, &r4)));
+    ASSERT_TRUE(v.ok(v.remap_batch({a, bslot}, g, {src, src_b}, {ia.size, ib.size}, 0, &r5)));
+    ASSERT_TRUE(v.ok(v.wait(r5)));
+    ASSERT_TRUE(v.ok(api->request_adopt(v.inst, r5)));
+    for (xmc_request *r : {rel, rem, r2, r3, r4, r5}) ASSERT_TRUE(v.ok(v.destroy(r)));
+    for (xmc_stream *s : streams) ASSERT_TRUE(v.ok(api->stream_synchronize(v.inst, s)));
+    EXPECT_TRUE(holds(v.read(ia), 261));
+    EXPECT_TRUE(holds(v.read(ib), 262));
+    ASSERT_TRUE(v.ok(v.close(a)));
+    std::vector<DriverCall> calls;
+    ASSERT_TRUE(c->calls(&calls, &why)) << why;
+    // A stream whose callback thread changed meanwhile: learned again, so no call hides there.
+    ASSERT_TRUE(learn_callback_threads(v, *c, streams, &cb));
+
+    std::map<std::string, int> bad;
+    for (const auto &call : calls)
+        if (call.in_host_callback || (cb.tids.count(call.tid) && !cb.dispatch.count(call.entry)))
+            ++bad[call.entry + (call.in_host_callback ? " (inside a host callback)" : " (on a stream's callback thread)")];
+    std::string list;
+    for (const auto &[entry, n] : bad) list += "\n  " + entry + " x" + std::to_string(n);
+    EXPECT_TRUE(bad.empty()) << "slot work called the driver on a stream-callback thread (the real CUDA driver may "
+                                "refuse such calls with CUDA_ERROR_NOT_PERMITTED; a callback only hands work to "
+                                "workers), out of " << calls.size() << " calls:" << list;
+    EXPECT_GT(calls.size(), 0u) << "the fake recorded no driver call of the slot work";
 }
 
 // ---- VMM-EVENT-WAIT ---------------------------------------------------------

@@ -144,6 +144,30 @@ XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_second_releases(void);
  * carry its version suffix or not. NULL gives the total over all entries. */
 XMC_FAKE_CUDA_EXPORT uint64_t xmc_fake_cuda_call_count(const char* entry);
 
+/* The calling thread of every driver call (SPEC 6: a requirement about which
+ * thread calls the driver is observed at the driver). Every entry point, refused
+ * or not, appends one record: its base name, the caller's thread id (gettid),
+ * whether the call was made inside a host function (cuLaunchHostFunc), and
+ * whether the calling thread is the fake's host-callback thread. At most
+ * XMC_FAKE_CUDA_CALL_RECORDS records are kept after a reset of the records;
+ * later calls are counted, not kept. */
+#define XMC_FAKE_CUDA_CALL_RECORDS 65536
+typedef struct xmc_fake_cuda_call_record {
+    char entry[48];              /* base name, e.g. "cuMemUnmap" */
+    int64_t tid;                 /* gettid() of the calling thread */
+    uint8_t in_host_callback;    /* made inside a host function */
+    uint8_t on_callback_thread;  /* made on the fake's host-callback thread */
+} xmc_fake_cuda_call_record;
+
+/* Copies up to n of the records kept since the last xmc_fake_cuda_reset_call_records
+ * (oldest first) into out (which may be NULL when n is 0); returns how many calls
+ * were made since then, kept or not (more than XMC_FAKE_CUDA_CALL_RECORDS: some
+ * were not kept). */
+XMC_FAKE_CUDA_EXPORT size_t xmc_fake_cuda_call_records(xmc_fake_cuda_call_record* out, size_t n);
+
+/* Forgets the records; recording goes on from an empty list. */
+XMC_FAKE_CUDA_EXPORT void xmc_fake_cuda_reset_call_records(void);
+
 /* Test only: stops every stream worker (work still queued is dropped; a host
  * function already running is waited for), frees every object, clears the
  * fault script and the counters, re-reads the environment, and returns the

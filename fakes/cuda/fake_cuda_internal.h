@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_cuda_control.h"
 #include "fault_script.hpp"
 
 #define XMC_FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -269,6 +270,10 @@ struct State {
     bool rules_from_api = false;
     std::map<std::string, uint64_t, std::less<>> calls;  // by base name
     uint64_t total_calls = 0;
+    // The calling thread of each call since the records' reset (at most
+    // XMC_FAKE_CUDA_CALL_RECORDS kept; call_records_seen counts them all).
+    std::vector<xmc_fake_cuda_call_record> call_records;
+    size_t call_records_seen = 0;
     size_t reclaimed = 0;
 };
 
@@ -303,6 +308,8 @@ CUresult enter(const char* name, bool need_init, const uint64_t* size = nullptr)
 // True on a thread that is running a host function right now.
 bool in_host_callback();
 void set_in_host_callback(bool v);
+// Marks the calling thread as the process-wide host-callback thread (call records).
+void set_on_callback_thread();
 
 uint64_t new_handle_locked();
 template <class H>

@@ -42,6 +42,7 @@ void on_fork_child() {
 
 namespace {
 thread_local bool t_in_host_callback = false;
+thread_local bool t_on_callback_thread = false;
 thread_local uint64_t t_nonidentity = 0;
 thread_local uint64_t t_exec_delay_us = 0;
 thread_local std::vector<uint64_t> t_ctx_stack;
@@ -50,6 +51,7 @@ thread_local uint64_t t_ctx_epoch = 0;
 
 bool in_host_callback() { return t_in_host_callback; }
 void set_in_host_callback(bool v) { t_in_host_callback = v; }
+void set_on_callback_thread() { t_on_callback_thread = true; }
 uint64_t current_nonidentity_offset() { return t_nonidentity; }
 uint64_t current_exec_delay_us() { return t_exec_delay_us; }
 
@@ -82,6 +84,16 @@ CUresult enter(const char* name, bool need_init, const uint64_t* size) {
         else
             ++it->second;
         ++g.total_calls;
+        // The calling thread, observed here for every call (VMM-CALLBACK is checked from these).
+        if (g.call_records.size() < XMC_FAKE_CUDA_CALL_RECORDS) {
+            xmc_fake_cuda_call_record rec{};
+            std::snprintf(rec.entry, sizeof rec.entry, "%.*s", static_cast<int>(base.size()), base.data());
+            rec.tid = static_cast<int64_t>(gettid());
+            rec.in_host_callback = t_in_host_callback;
+            rec.on_callback_thread = t_on_callback_thread;
+            g.call_records.push_back(rec);
+        }
+        ++g.call_records_seen;
         if (g.config.trace)
             std::fprintf(stderr, "xmc_fake_cuda: %s%s\n", name,
                          t_in_host_callback ? " (on a host-callback thread: refused)" : "");
@@ -499,6 +511,21 @@ XMC_FAKE_EXPORT uint64_t xmc_fake_cuda_call_count(const char* entry) {
     return it == g.calls.end() ? 0 : it->second;
 }
 
+XMC_FAKE_EXPORT size_t xmc_fake_cuda_call_records(xmc_fake_cuda_call_record* out, size_t n) {
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    const size_t k = std::min(n, g.call_records.size());
+    if (out != nullptr && k > 0) std::memcpy(out, g.call_records.data(), k * sizeof *out);
+    return g.call_records_seen;
+}
+
+XMC_FAKE_EXPORT void xmc_fake_cuda_reset_call_records(void) {
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    g.call_records.clear();
+    g.call_records_seen = 0;
+}
+
 XMC_FAKE_EXPORT void xmc_fake_cuda_reset(void) {
     State& g = state();
     std::unique_lock<std::mutex> lk(g.mu);
@@ -507,6 +534,8 @@ XMC_FAKE_EXPORT void xmc_fake_cuda_reset(void) {
     ++g.epoch;
     g.calls.clear();
     g.total_calls = 0;
+    g.call_records.clear();
+    g.call_records_seen = 0;
     g.reclaimed = 0;
     g.released.clear();
     g.second_releases = 0;

@@ -47,6 +47,7 @@ namespace {
 
 // The process-wide callback thread: runs queued host functions one at a time.
 void callback_main() {
+    set_on_callback_thread();
     State& g = state();
     std::unique_lock<std::mutex> lk(g.mu);
     for (;;) {

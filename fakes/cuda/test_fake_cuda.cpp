@@ -58,6 +58,8 @@ struct Api {
     decltype(&xmc_fake_cuda_reclaimed_objects) reclaimed_objects = nullptr;
     decltype(&xmc_fake_cuda_call_count) call_count = nullptr;
     decltype(&xmc_fake_cuda_reset) reset = nullptr;
+    decltype(&xmc_fake_cuda_call_records) call_records = nullptr;
+    decltype(&xmc_fake_cuda_reset_call_records) reset_call_records = nullptr;
     void* handle = nullptr;
 };
 
@@ -80,6 +82,8 @@ Api& api() {
         CONTROL(reclaimed_objects, xmc_fake_cuda_reclaimed_objects)
         CONTROL(call_count, xmc_fake_cuda_call_count)
         CONTROL(reset, xmc_fake_cuda_reset)
+        CONTROL(call_records, xmc_fake_cuda_call_records)
+        CONTROL(reset_call_records, xmc_fake_cuda_reset_call_records)
 #undef CONTROL
         return x;
     }();
@@ -528,6 +532,56 @@ TEST_F(FakeCuda, DriverCallsFromAHostCallbackAreRefused) {
     EXPECT_EQ(p.name, CUDA_SUCCESS);  // pure lookups are allowed
     EXPECT_NE(p.thread, std::this_thread::get_id());
     EXPECT_GE(a.call_count("cuMemAlloc_v2"), 1u);
+    EXPECT_EQ(a.cuEventDestroy(ev), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(other), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    release(0);
+}
+
+// Every call is recorded with its thread: a test of the thread that calls the driver
+// (VMM-CALLBACK) reads this record, and learns a callback thread from a callback of its own.
+TEST_F(FakeCuda, EveryCallIsRecordedWithItsThreadAndWhetherInsideAHostFunction) {
+    retain(0);
+    CUstream s = nullptr, other = nullptr;
+    CUevent ev = nullptr;
+    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamCreate(&other, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&ev, 0), CUDA_SUCCESS);
+    CallbackProbe p;
+    p.a = &a;
+    p.other = other;
+    p.ev = ev;
+    a.reset_call_records();
+    ASSERT_EQ(a.cuLaunchHostFunc(s, callback_calls_driver, &p), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    std::vector<xmc_fake_cuda_call_record> recs(64);
+    const size_t n = a.call_records(recs.data(), recs.size());
+    ASSERT_GE(n, 6u);
+    ASSERT_LE(n, recs.size());
+    recs.resize(n);
+    const int64_t me = static_cast<int64_t>(gettid());
+    EXPECT_STREQ(recs[0].entry, "cuLaunchHostFunc");
+    EXPECT_EQ(recs[0].tid, me);
+    EXPECT_EQ(recs[0].in_host_callback, 0);
+    EXPECT_EQ(recs[0].on_callback_thread, 0);
+    // The five calls of the host function (refused or not): inside it, on the callback thread.
+    std::vector<std::string> inside;
+    int64_t cb = 0;
+    for (const auto& r : recs)
+        if (r.in_host_callback) {
+            inside.push_back(r.entry);
+            EXPECT_EQ(r.on_callback_thread, 1);
+            EXPECT_NE(r.tid, me);
+            cb = r.tid;
+        }
+    EXPECT_EQ(inside, (std::vector<std::string>{"cuMemAlloc", "cuEventRecord", "cuStreamQuery", "cuCtxGetCurrent",
+                                                "cuGetErrorName"}));
+    EXPECT_NE(cb, 0);
+    // Only the records since the reset are kept, and the count says how many calls there were.
+    a.reset_call_records();
+    EXPECT_EQ(a.call_records(nullptr, 0), 0u);
+    EXPECT_EQ(a.cuStreamQuery(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.call_records(nullptr, 0), 1u);
     EXPECT_EQ(a.cuEventDestroy(ev), CUDA_SUCCESS);
     EXPECT_EQ(a.cuStreamDestroy(other), CUDA_SUCCESS);
     EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);

@@ -8,7 +8,8 @@
  *
  * ---------------------------------------------------------------------------------
  * Environment (read once, at the driver's first init)
- *   XMC_FAKE_ZE_DEVICES        number of devices, 1..16 (default 2)
+ *   XMC_FAKE_ZE_DEVICES        number of devices, 0..16 (default 2); with 0 the driver
+ *                              initialises and zeDeviceGet lists no device
  *   XMC_FAKE_ZE_ORDER          order in which zeDeviceGet returns them, a permutation of
  *                              the native indices, e.g. "1,0"; each device keeps its UUID,
  *                              name and memory (UUIDs follow the device)
@@ -139,6 +140,32 @@ size_t xmc_fake_ze_second_releases(void);
 
 /* Copies skipped at execution time because they touched freed or unmapped memory. */
 uint64_t xmc_fake_ze_device_faults(void);
+
+/* Why the environment was refused at the driver's first init ("" when it was accepted
+ * or has not been read yet): a test that configured the fake checks its configuration
+ * took effect. The text stays valid until the next call. */
+const char* xmc_fake_ze_config_error(void);
+
+/* The calling thread of every entry point (SPEC 6: a requirement about which thread
+ * calls the driver is observed at the driver). Every call, failed by a fault rule or
+ * not, appends one record: its name and the caller's thread id (gettid). Level Zero
+ * has no host callbacks, so the fake cannot tell a callback thread from another; a test
+ * learns a stream's callback thread from a callback of its own. At most
+ * XMC_FAKE_ZE_CALL_RECORDS records are kept after a reset of the records; later calls
+ * are counted, not kept. */
+#define XMC_FAKE_ZE_CALL_RECORDS 65536
+typedef struct xmc_fake_ze_call_record {
+    char entry[48];  /* e.g. "zeVirtualMemUnmap" */
+    int64_t tid;     /* gettid() of the calling thread */
+} xmc_fake_ze_call_record;
+
+/* Copies up to n of the records kept since the last xmc_fake_ze_reset_call_records
+ * (oldest first) into out (NULL when n is 0); returns how many calls were made since
+ * then, kept or not. */
+size_t xmc_fake_ze_call_records(xmc_fake_ze_call_record* out, size_t n);
+
+/* Forgets the records; recording goes on from an empty list. */
+void xmc_fake_ze_reset_call_records(void);
 
 /* Free memory of the device with this native index (its position when
  * XMC_FAKE_ZE_ORDER is unset), as zesMemoryGetState reports it; -1 when there is no

@@ -45,7 +45,7 @@ ze_result_t create_context(const std::vector<uint32_t>& natives, ze_context_hand
     Context c;
     c.id = s.next_id++;
     c.devices = natives;
-    c.first = natives.front();
+    c.first = natives.empty() ? 0 : natives.front();  // a driver with no device (XMC_FAKE_ZE_DEVICES=0)
     for (uint32_t n : natives)
         if (s.devices[n].position < s.devices[c.first].position) c.first = n;
     s.contexts[c.id] = c;

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "fake_ze_control.h"
 #include "fault_script.hpp"
 
 namespace xmc_fake_ze {
@@ -227,6 +228,11 @@ struct State {
     std::vector<xmc_faults::Rule> rules;
     std::string fault_error;
     std::map<std::string, uint64_t> calls;
+    // The calling thread of each call since the records' reset (at most
+    // XMC_FAKE_ZE_CALL_RECORDS kept; call_records_seen counts them all).
+    std::vector<xmc_fake_ze_call_record> call_records;
+    size_t call_records_seen = 0;
+    std::string config_error;  // why configure_locked refused the environment
     uint64_t device_faults = 0;
     std::deque<std::string> fault_log;  // most recent device-fault messages
 };

@@ -4,6 +4,8 @@
 #include "fake_ze_control.h"
 #include "fake_ze_internal.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -221,8 +223,8 @@ void configure_locked() {
     uint64_t count = 2, memory = uint64_t(8) << 30;
     bool ok = env_u64("XMC_FAKE_ZE_DEVICES", count, false, error) &&
               env_u64("XMC_FAKE_ZE_DEVICE_MEMORY", memory, true, error);
-    if (ok && (count < 1 || count > kMaxDevices)) {
-        error = "XMC_FAKE_ZE_DEVICES must be 1.." + std::to_string(kMaxDevices);
+    if (ok && count > kMaxDevices) {
+        error = "XMC_FAKE_ZE_DEVICES must be 0.." + std::to_string(kMaxDevices);
         ok = false;
     }
     std::vector<uint32_t> order;
@@ -265,6 +267,7 @@ void configure_locked() {
     if (!ok) {
         std::fprintf(stderr, "xmc_fake_ze: %s; the fake driver will not initialise\n",
                      error.c_str());
+        s.config_error = error;
         s.config_result = ZE_RESULT_ERROR_INVALID_ARGUMENT;
         return;
     }
@@ -285,6 +288,14 @@ FaultOutcome enter(const char* entry, const uint64_t* size) {
         std::lock_guard<std::mutex> lock(s.mu);
         configure_locked();
         ++s.calls[entry];
+        // The calling thread, observed here for every call (VMM-CALLBACK is checked from these).
+        if (s.call_records.size() < XMC_FAKE_ZE_CALL_RECORDS) {
+            xmc_fake_ze_call_record rec{};
+            std::snprintf(rec.entry, sizeof rec.entry, "%s", entry);
+            rec.tid = static_cast<int64_t>(gettid());
+            s.call_records.push_back(rec);
+        }
+        ++s.call_records_seen;
         d = xmc_faults::decide(s.rules, {entry, size != nullptr, size != nullptr ? *size : 0});
     }
     if (d.delay_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(d.delay_us));
@@ -309,7 +320,8 @@ void note_device_fault(const std::string& message) {
 using namespace xmc_fake_ze;
 
 namespace {
-std::string g_fault_error_copy;  // returned by xmc_fake_ze_fault_error
+std::string g_fault_error_copy;   // returned by xmc_fake_ze_fault_error
+std::string g_config_error_copy;  // returned by xmc_fake_ze_config_error
 
 const char* alloc_type_name(AllocType t) {
     switch (t) {
@@ -428,6 +440,8 @@ extern "C" ZE_DLLEXPORT void xmc_fake_ze_reset(void) {
     s.rules.clear();
     s.fault_error.clear();
     s.calls.clear();
+    s.call_records.clear();
+    s.call_records_seen = 0;
     s.device_faults = 0;
     s.fault_log.clear();
     s.destroyed.clear();
@@ -450,6 +464,28 @@ extern "C" ZE_DLLEXPORT uint64_t xmc_fake_ze_call_count(const char* entry) {
     }
     auto it = s.calls.find(entry);
     return it == s.calls.end() ? 0 : it->second;
+}
+
+extern "C" ZE_DLLEXPORT const char* xmc_fake_ze_config_error(void) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    g_config_error_copy = s.config_error;
+    return g_config_error_copy.c_str();
+}
+
+extern "C" ZE_DLLEXPORT size_t xmc_fake_ze_call_records(xmc_fake_ze_call_record* out, size_t n) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    const size_t k = std::min(n, s.call_records.size());
+    if (out != nullptr && k > 0) std::memcpy(out, s.call_records.data(), k * sizeof *out);
+    return s.call_records_seen;
+}
+
+extern "C" ZE_DLLEXPORT void xmc_fake_ze_reset_call_records(void) {
+    State& s = S();
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.call_records.clear();
+    s.call_records_seen = 0;
 }
 
 extern "C" ZE_DLLEXPORT uint64_t xmc_fake_ze_device_faults(void) {

@@ -49,6 +49,9 @@ struct Control {
     decltype(&xmc_fake_ze_call_count) call_count = nullptr;
     decltype(&xmc_fake_ze_device_faults) device_faults = nullptr;
     decltype(&xmc_fake_ze_device_free_memory) device_free_memory = nullptr;
+    decltype(&xmc_fake_ze_call_records) call_records = nullptr;
+    decltype(&xmc_fake_ze_reset_call_records) reset_call_records = nullptr;
+    decltype(&xmc_fake_ze_config_error) config_error = nullptr;
 };
 Control ctl;
 bool g_ctl_ok = false;
@@ -85,7 +88,10 @@ void load_control() {
                get(ctl.live_objects, "xmc_fake_ze_live_objects") && get(ctl.ledger, "xmc_fake_ze_ledger") &&
                get(ctl.reset, "xmc_fake_ze_reset") && get(ctl.call_count, "xmc_fake_ze_call_count") &&
                get(ctl.device_faults, "xmc_fake_ze_device_faults") &&
-               get(ctl.device_free_memory, "xmc_fake_ze_device_free_memory");
+               get(ctl.device_free_memory, "xmc_fake_ze_device_free_memory") &&
+               get(ctl.call_records, "xmc_fake_ze_call_records") &&
+               get(ctl.reset_call_records, "xmc_fake_ze_reset_call_records") &&
+               get(ctl.config_error, "xmc_fake_ze_config_error");
 }
 
 void init_process() {
@@ -312,6 +318,37 @@ TEST_F(FakeZe, OrderPermutationMovesDevicesWithTheirUuids) {
     EXPECT_EQ(run_child("XMC_FAKE_ZE_DEVICES=3", "order"), "0,1,2\n");
     EXPECT_EQ(run_child("XMC_FAKE_ZE_DEVICES=3 XMC_FAKE_ZE_ORDER=2,0,1", "order"), "2,0,1\n");
     EXPECT_EQ(run_child("XMC_FAKE_ZE_ORDER=1,0", "order"), "1,0\n");
+}
+
+// A driver that loads and lists no device (the absent-platform child "no device").
+TEST_F(FakeZe, ZeroDevicesInitialiseAndListNone) {
+    EXPECT_EQ(run_child("XMC_FAKE_ZE_DEVICES=0", "order"), "\n");
+    EXPECT_NE(run_child("XMC_FAKE_ZE_DEVICES=17", "init").find("XMC_FAKE_ZE_DEVICES must be 0..16"), std::string::npos);
+}
+
+// Every call is recorded with its thread (VMM-CALLBACK is checked from the record); a
+// configuration the fake took leaves no configuration error.
+TEST_F(FakeZe, EveryCallIsRecordedWithItsThread) {
+    ASSERT_TRUE(g_ctl_ok);
+    EXPECT_STREQ(ctl.config_error(), "");
+    ctl.reset_call_records();
+    uint32_t n = 0;
+    ASSERT_EQ(zeDeviceGet(g_driver, &n, nullptr), ZE_RESULT_SUCCESS);
+    int64_t other = 0;
+    std::thread([&] {
+        uint32_t m = 0;
+        zeDeviceGet(g_driver, &m, nullptr);
+        other = static_cast<int64_t>(gettid());
+    }).join();
+    std::vector<xmc_fake_ze_call_record> recs(64);
+    const size_t seen = ctl.call_records(recs.data(), recs.size());
+    ASSERT_GE(seen, 2u);  // a loader layer may make calls of its own
+    ASSERT_LE(seen, recs.size());
+    std::vector<int64_t> callers;
+    for (size_t i = 0; i < seen; ++i)
+        if (std::string(recs[i].entry) == "zeDeviceGet") callers.push_back(recs[i].tid);
+    EXPECT_EQ(callers, (std::vector<int64_t>{static_cast<int64_t>(gettid()), other}));
+    EXPECT_NE(other, static_cast<int64_t>(gettid()));
 }
 
 TEST_F(FakeZe, MalformedEnvironmentFailsInitWithAMessage) {
