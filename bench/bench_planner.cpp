@@ -1,4 +1,4 @@
-// Planner speed (issue 4): how long aff::plan() takes on maps of realistic size.
+// Planner speed: how long aff::plan() takes on maps of realistic size.
 //
 //  (a) A transformer's parameters (the 399 tensors of a Qwen3-8B-like model: 36 layers of q, k, v,
 //      o, gate, up, down and four norms, plus embedding, final norm and lm_head) moved from TP=8

@@ -470,7 +470,7 @@ int main(int argc, char **argv) {
         api->dev_alloc(inst, 0, bytes, &xdev);
         api->dev_alloc(inst, 0, bytes, &xdev2);
         // Host to device and back, from each kind of host memory, against the
-        // cuMemHostAlloc peak (issue 3: pinned and registered at 0.97).
+        // cuMemHostAlloc peak (the pinned and registered targets: 0.97).
         rows_out.push_back(row_of("H2D from pageable", "GB/s",
             xbw([&] { xcopy(pageable, XMC_MEM_HOST, xdev, XMC_MEM_DEVICE, bytes, 1, bytes); }, gb * 1e9), peak_pageable));
         rows_out.push_back(row_of("D2H to pageable", "GB/s",

@@ -1,5 +1,5 @@
 // Broken backends for the self-test (SPEC 6): each is the host backend with
-// one real bug planted (seeds/README.md), so the suite must fail it on the
+// one real bug planted, so the suite must fail it on the
 // requirement that bug breaks. `XMC_BROKEN_BACKEND(name)` defines the entry
 // symbol; the file defines `void plant(xmc_backend &t)`, which overrides the
 // entries that carry the bug.

@@ -1,7 +1,7 @@
 // xmc-selftest: fails PIN-REFS,PIN-CLOSE
 // xmc-selftest: filter PIN-*
 // xmc-selftest: timeout 5
-// Robustness of the runner (issue 7): a backend that crashes in one entry
+// Robustness of the runner: a backend that crashes in one entry
 // point. Qualification must report that requirement failed with the signal
 // and run every other requirement. The entry is pin_ref, which PIN-CLOSE's
 // last close of a still-referenced block calls as well.

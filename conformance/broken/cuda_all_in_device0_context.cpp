@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, third review, on CUDA): every range is registered in the
+// Bug (on CUDA): every range is registered in the
 // first device's context, whatever device it is for (one cached context for
 // the process). The driver maps registrations for every context here, so
 // copies still work; but the registration lives in device 0's context, not

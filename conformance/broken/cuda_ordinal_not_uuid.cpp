@@ -4,7 +4,7 @@
 // xmc-selftest: timeout 10
 // xmc-selftest: ctest-timeout 120
 // xmc-selftest: env XMC_FAKE_CUDA_ORDER=1,0
-// Bug (seeds/000, third review, on CUDA): the backend names its devices in
+// Bug (on CUDA): the backend names its devices in
 // UUID order (stable whatever order the driver enumerates them in, as the
 // Level Zero reference does), but everything it does for device d goes to the
 // driver's ordinal d: the device asked for is matched by its position in the

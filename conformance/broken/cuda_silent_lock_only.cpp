@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, second review, on CUDA): when cuMemHostRegister rejects a
+// Bug (on CUDA): when cuMemHostRegister rejects a
 // range, the registration silently degrades: reg_register answers success
 // with nothing registered, and a pinned block asked to be registered comes
 // back lock-only with no reason and no driver code. On CUDA the driver also

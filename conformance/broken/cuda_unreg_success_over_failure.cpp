@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, first review, on CUDA): unregister ignores a failed
+// Bug (on CUDA): unregister ignores a failed
 // cuMemHostUnregister, drops the registration and reports success, so the
 // caller frees pages the driver still maps.
 #include "cuda_broken.hpp"

@@ -2,7 +2,7 @@
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
-// Bug (seeds/README.md): the agreement digest ignores the element type, so ranks whose element sizes
+// Bug: the agreement digest ignores the element type, so ranks whose element sizes
 // differ agree and go on to move mismatched bytes. Here each vote carries a digest taken with
 // element size 1.
 #include "broken.hpp"

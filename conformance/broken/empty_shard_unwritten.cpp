@@ -2,7 +2,7 @@
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
-// Bug (seeds/README.md): a rank that declares a target shard but whose target map has no pieces is
+// Bug: a rank that declares a target shard but whose target map has no pieces is
 // silently never written. Here the executor skips the target of a rank the plan writes nothing to,
 // as if that rank held no target, so the call succeeds with the shard left as it was.
 #include "broken.hpp"

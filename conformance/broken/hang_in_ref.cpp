@@ -1,7 +1,7 @@
 // xmc-selftest: fails PIN-REFS,PIN-CLOSE
 // xmc-selftest: filter PIN-*
 // xmc-selftest: timeout 5
-// Robustness of the runner (issue 7): a backend that never returns from one
+// Robustness of the runner: a backend that never returns from one
 // entry point. Qualification must time that requirement out and go on. The
 // entry is pin_ref, which PIN-CLOSE's last close of a still-referenced block
 // calls as well.

@@ -2,7 +2,7 @@
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
-// Bug (seeds/README.md): chunking degenerates to one element per round, so a large 1-D segment
+// Bug: chunking degenerates to one element per round, so a large 1-D segment
 // takes as many rounds as it has elements. Here every staged chunk leaves as one message per element.
 #include "broken.hpp"
 

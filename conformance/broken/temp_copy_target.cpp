@@ -2,7 +2,7 @@
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
-// Bug (seeds/README.md): a non-contiguous target is written through a temporary. The executor
+// Bug: a non-contiguous target is written through a temporary. The executor
 // writes into a zeroed dense copy of the target's extent and copies that whole extent back, so the
 // memory between the target's elements is clobbered (AFF-EXEC-EXACT). The request is checked with
 // the temporary as its target, so a target whose extent spans the source is not seen to overlap it:

@@ -3,7 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
-// Bug (seeds/004): batch release does not refuse a slot named twice (batch
+// Bug: batch release does not refuse a slot named twice (batch
 // remap does); it goes ahead with the slots it was given.
 #include "broken.hpp"
 

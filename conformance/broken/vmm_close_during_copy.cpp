@@ -3,7 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
-// Bug (seeds/004): close waits for the slot's requests to be handled but not
+// Bug: close waits for the slot's requests to be handled but not
 // for the copies into it to finish, and unmaps under a running copy.
 #include "broken.hpp"
 #include "vmm_steps.hpp"

@@ -3,7 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
-// Bug (seeds/004): a deferred copy can be launched twice for one slot; the
+// Bug: a deferred copy can be launched twice for one slot; the
 // second launch copies again (in the seed, after the first had released the
 // source).
 #include "broken.hpp"

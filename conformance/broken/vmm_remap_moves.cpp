@@ -3,7 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
-// Bug (issue 6): a remap maps the slot's fresh memory wherever the allocator
+// Bug: a remap maps the slot's fresh memory wherever the allocator
 // puts it instead of at the slot's own address, so the address a captured
 // graph holds points at a released range after the first release and remap.
 // A slot that moves breaks every requirement whose test reads the slot at its

@@ -3,7 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
-// Bug (seeds/004): in serial-driver mode the one worker takes a remap whose
+// Bug: in serial-driver mode the one worker takes a remap whose
 // release has not reached it yet and waits for that release, which only the
 // same worker could run: deadlock.
 #include "broken.hpp"

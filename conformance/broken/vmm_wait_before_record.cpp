@@ -3,7 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
-// Bug (seeds/README.md): a consumer stream is made to wait on the reload
+// Bug: a consumer stream is made to wait on the reload
 // copy's event as it stands; before the worker has recorded it, waiting on
 // an unrecorded event is a no-op, so the consumer does not wait at all.
 #include "broken.hpp"

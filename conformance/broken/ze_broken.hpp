@@ -1,5 +1,5 @@
 // Broken Level Zero backends for the self-test (SPEC 6): each is the
-// reference Level Zero backend with one bug of seeds/000 planted, run over the
+// reference Level Zero backend with one registration bug planted, run over the
 // fake driver, so the suite must fail it on exactly the requirements that bug
 // breaks. `XMC_BROKEN_ZE_BACKEND(name)` defines the entry symbol; the file
 // defines `void plant(xmc_backend &t)`, which overrides the entries that carry

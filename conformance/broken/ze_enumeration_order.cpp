@@ -4,7 +4,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 120
 // xmc-selftest: env XMC_FAKE_ZE_ORDER=1,0
-// Bug (seeds/000, third review): the device of a registration is taken by its
+// Bug: the device of a registration is taken by its
 // position in zeDeviceGet's order, not by UUID; when the driver enumerates
 // devices in another order than the caller names them (XMC_FAKE_ZE_ORDER=1,0),
 // device d's range is registered in another device's context.

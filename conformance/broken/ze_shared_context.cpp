@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, third review): registrations are made in one context that
+// Bug: registrations are made in one context that
 // holds every device. Level Zero maps such a range for the context's first
 // device only, so every other device fails its first copy from it with
 // ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY ("every rank but the first").

@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, second review): when zeMemAllocHost rejects a range, the
+// Bug: when zeMemAllocHost rejects a range, the
 // registration silently degrades: reg_register answers success with nothing
 // registered, and a pinned block asked to be registered comes back lock-only
 // with no reason and no driver code.

@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, first review): unregister discards zeMemFree's result and
+// Bug: unregister discards zeMemFree's result and
 // reports success, so the caller frees pages the driver still maps.
 #include "ze_broken.hpp"
 

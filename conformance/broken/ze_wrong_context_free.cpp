@@ -3,7 +3,7 @@
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
 // xmc-selftest: ctest-timeout 120
-// Bug (seeds/000, third review's last point): unregister frees in the context
+// Bug: unregister frees in the context
 // the calling thread last registered in for the range's device, not in the
 // context the registration was made in (a per-thread "current context", the
 // way CUDA code thinks). Right while one thread registers and releases;

@@ -71,7 +71,7 @@ expect() {
 # jq edit of a JSON file in place: jqi FILE FILTER
 jqi() { jq "$2" "$1" >"$1.tmp" && mv "$1.tmp" "$1"; }
 
-# The four edits of issue 8.
+# Four edits verify must catch: a summary count changed, a must-pass result removed, a waiver for a requirement outside the list, a failure flipped to a pass.
 expect summary_count_changed "$good" "summary.txt says .* but the verdicts in results.json count" \
   "sed -i 's/passed:\([0-9]*\)/passed:9\1/' summary.txt"
 expect mustpass_result_removed "$good" "must-pass requirement PIN-FREE has no result" \

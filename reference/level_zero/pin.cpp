@@ -2,8 +2,8 @@
 // process-wide registry, as on the host; an allocation that asks for a device
 // is then registered with it exactly as reg_register does (driver_register in
 // the device's own context). If that fails, the block stays lock-only and the
-// result says why with the driver's code: degradation is never silent (the
-// bug of seeds/000). The registration is tracked in the registration map too,
+// result says why with the driver's code: degradation is never silent (a
+// registration bug the suite was built from). The registration is tracked in the registration map too,
 // so no other registration may overlap it (REG-DOUBLE), and the registry's
 // release hook frees it in its context before the pages are unlocked.
 #include "ze.hpp"

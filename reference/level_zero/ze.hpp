@@ -13,8 +13,8 @@
 // Contexts: one per device, created with zeContextCreateEx for that device
 // alone and cached; every object of device d (registrations, command lists,
 // events, device memory) lives in it. A context holding several devices maps
-// an external-memmap registration for its first device only (the bug of
-// seeds/000), so no context here ever holds more than one device (REG-DEVICE).
+// an external-memmap registration for its first device only (a registration
+// bug the suite was built from), so no context here ever holds more than one device (REG-DEVICE).
 #pragma once
 #include "backend_table.hpp"
 #include "copy_desc.hpp"
