@@ -537,7 +537,7 @@ public:
     };
 
     // The path the world is told to test on (XMC_TRANSFER_PATH=direct|ipc|nccl|staged, set by
-    // xmc_multirank --path), or XMC_PATH_AUTO: every path the backend takes here.
+    // the multirank tier's per-path runs), or XMC_PATH_AUTO: every path the backend takes here.
     static xmc_path configured_path() {
         const char *e = std::getenv("XMC_TRANSFER_PATH");
         const std::string v = e ? e : "";

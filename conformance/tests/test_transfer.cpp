@@ -763,7 +763,7 @@ std::string trials_text(const TransferTest::PathsHere &h) {
 
 // Each path forced once: taken (every rank succeeds, the target exact, that path reported to
 // every peer) or refused by every rank before any write, never anything else. The backend's own
-// choice is a path it takes when forced; a run told to test one path (xmc_multirank --path) finds
+// choice is a path it takes when forced; a run told to test one path (XMC_TRANSFER_PATH) finds
 // it taken.
 TEST_P(TransferTest, AFF_PATH_EveryPathIsTakenOrRefusedByEveryRank) {
     const PathsHere &h = paths_here();
