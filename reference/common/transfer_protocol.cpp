@@ -539,9 +539,6 @@ struct Direction {
         return XMC_OK;
     }
 
-    // Outgoing, without the transport: the chunk packed by pack() went (a round of another transport).
-    void sent() { account(next_chunk()); }
-
     // Incoming: receives the next chunk, into the target itself or into the arena (unpack() then
     // copies it to the target).
     xmc_status recv() {
@@ -625,28 +622,6 @@ xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t ta
             if (s == XMC_OK && sending) s = out.send();
         }
         if (s == XMC_OK) s = in.unpack();
-    }
-    return s;
-}
-
-xmc_status exchange_rounds_with(const xmc_transfer_args &a, Work &w, int p, xmc_transfer_stats &st, Stager &sg,
-                                RoundTransport &rt) {
-    Direction out(a, w, p, 0, st, sg, false), in(a, w, p, 0, st, sg, true);
-    xmc_status s = XMC_OK;
-    while (s == XMC_OK && !(out.done() && in.done())) {
-        const char *send = nullptr;
-        char *recv = nullptr;
-        const size_t send_bytes = out.done() ? 0 : out.next_chunk(), recv_bytes = in.done() ? 0 : in.next_chunk();
-        if (send_bytes) {
-            s = out.pack();
-            send = out.ready;
-        }
-        if (s == XMC_OK && recv_bytes) recv = in.recv_at();
-        if (s == XMC_OK) s = rt.round(p, send, send_bytes, recv, recv_bytes);
-        if (s != XMC_OK) break;
-        if (send_bytes) out.sent();
-        if (recv_bytes) in.received();
-        s = in.unpack();
     }
     return s;
 }
@@ -806,7 +781,6 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
                                 v.label, votes[0].label);
             call.word(v.nonce);
         }
-        w.call_id = call.h;
 
         // Step 5. Tags: the call's id in the high half, the chunk number in the low half.
         s = ex.move(a, w, call.h << 32, *stats);

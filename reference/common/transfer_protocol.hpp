@@ -149,8 +149,6 @@ struct Work {
     std::vector<xmc_path> path;
     // Every rank's path to every position, row-major (size * size), as every rank computed it.
     std::vector<xmc_path> table;
-    // The transfer's nonce-derived id (the same on every rank), for names a call needs (sockets).
-    uint64_t call_id = 0;
 };
 
 // What a backend supplies to execute().
@@ -223,33 +221,6 @@ xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_
 // One pair's part of exchange(): this rank and peer position p.
 xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t tag, xmc_transfer_stats &st,
                          Stager &sg);
-
-// A transport that moves a pair's chunks one round at a time: in each round a send of the next
-// chunk to the peer and a receive of the peer's next chunk, either of which may be absent (0
-// bytes), issued together (NCCL: one group of ncclSend and ncclRecv). It may complete them
-// asynchronously, in order with the stager's copies (one stream): unpack() then copies what the
-// round will have received, and a later pack() writes the arena after the round has read it.
-class RoundTransport {
-public:
-    virtual ~RoundTransport() = default;
-    virtual xmc_status round(int peer, const char *send, size_t send_bytes, char *recv, size_t recv_bytes) = 0;
-};
-// One pair's part of an exchange over a RoundTransport: the same chunks as exchange_with() (at
-// most min(budget, bytes) per direction and message), both directions in each round.
-xmc_status exchange_rounds_with(const xmc_transfer_args &a, Work &w, int p, xmc_transfer_stats &st, Stager &sg,
-                                RoundTransport &rt);
-// The shared pairwise schedule (as exchange()) over a RoundTransport, for the peers `pick(p)` says.
-template <class Pick>
-xmc_status exchange_rounds(const xmc_transfer_args &a, Work &w, xmc_transfer_stats &st, Stager &sg, RoundTransport &rt,
-                           Pick &&pick) {
-    const int n = a.group->size, me = w.me;
-    for (int k = 0; k < n; ++k) {
-        const int p = ((k - me) % n + n) % n;
-        if (p == me || !pick(p)) continue;
-        if (xmc_status s = exchange_rounds_with(a, w, p, st, sg, rt); s != XMC_OK) return s;
-    }
-    return XMC_OK;
-}
 
 template <class Staged>
 xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st, Stager &sg,
