@@ -38,6 +38,13 @@ static xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *
     if (!a || !a->group || !a->group->transport || !a->group->ranks) return host()->transfer_execute(inst, a, st);
     xmc_transfer_args typeless = *a;
     typeless.elem_size = 1;
+    // The plan's layouts carry the element size too (0.2): left out of the digest alike.
+    std::vector<xmc_plan_layout> layouts;
+    if (a->struct_size >= sizeof(xmc_transfer_args) && a->layouts) {
+        layouts.assign(a->layouts, a->layouts + a->layout_count);
+        for (xmc_plan_layout &l : layouts) l.elem_size = 1;
+        typeless.layouts = layouts.data();
+    }
     Ctx x{a->group->transport, host::transfer_digest(typeless)};
     xmc_transport tp{&x, send, recv, all_gather, x.inner->name};
     xmc_group g = *a->group;

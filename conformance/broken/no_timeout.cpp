@@ -1,10 +1,11 @@
-// xmc-selftest: fails AFF-NO-HANG
+// xmc-selftest: fails AFF-NO-HANG,AFF-RESULT
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
 // Bug: the executor waits for its peers without a bound. The agreement's all_gather gets no
 // timeout, and a send or receive that times out is retried forever. A rank that never joins, or
-// that fails, then hangs all the others.
+// that fails, then hangs all the others (AFF-NO-HANG), and a peer whose messages never arrive
+// leaves its receivers waiting instead of failing within the bound (AFF-RESULT).
 #include "broken.hpp"
 
 #include <cstdint>

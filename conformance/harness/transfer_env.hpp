@@ -6,13 +6,18 @@
 // random cases. Expected contents come from the model's oracle
 // (extract_shard of the full tensor); traffic is recorded at the transport.
 //
-// Buffers: host memory for the host reference and the self-test's broken backends (built on it);
+// Buffers: host memory for the host reference and the self-test's broken backends built on it;
 // device memory (dev_alloc, filled and read back with the backend's own `copy` on a stream of the
-// rank's device) for any other backend that has devices, streams and copies, one device per rank
-// round-robin (world rank r uses device r mod the device count). Such a backend may move a peer's
-// segments without the transport where ranks share an address space (the threads world): direct
-// peer copies. Its bytes then cross the transport zero times instead of once; everything else is
-// checked as for the host.
+// rank's device) for any other backend that has devices, streams and copies (the broken CUDA
+// backends too), one device per rank round-robin (world rank r uses device r mod the device
+// count).
+//
+// Data paths (AFF-PATH): every request names the layouts the plan was made for (AFF-LAYOUT) and
+// asks for the path each rank took to each peer. A case runs on a forced path or on the
+// backend's choice (XMC_PATH_AUTO); paths_to_test() lists the paths a backend takes in this world
+// (each forced once on a small case: taken, or refused by every rank), so that a test can run its
+// cases on every one of them. Bytes to a peer on a staged path cross the transport exactly once;
+// on any other path (direct, IPC, NCCL) they never do.
 //
 // Header only: the test file is compiled into `xmc` and, alone, into `xmc_multirank`.
 #pragma once
@@ -20,6 +25,7 @@
 #include "fixture.hpp"
 #include "loader.hpp"
 #include "stateful.hpp"
+#include "transport_delay.hpp"
 #include "transport_world.hpp"
 
 #include <xmc/affine.hpp>
@@ -30,6 +36,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -221,10 +228,16 @@ struct Memory {
     xmc_stream *stream = nullptr;  // on `ordinal`, for the copies in and out (and the transfer)
 };
 
+// True for the host reference and the broken backends built on it (host buffers only).
+inline bool host_based(const std::string &name) {
+    return name == kHostReference ||
+           (name.rfind("broken_", 0) == 0 && name.rfind("broken_cuda_", 0) != 0 && name.rfind("broken_ze_", 0) != 0);
+}
+
 // True when the tests give this backend device buffers.
 inline bool uses_device_buffers(const xmc_backend *a, xmc_instance *in) {
     const std::string name = a->name;
-    if (name == kHostReference || name.rfind("broken_", 0) == 0) return false;
+    if (host_based(name)) return false;
     const xmc_caps need = XMC_CAP_STREAM | XMC_CAP_COPY;
     int32_t n = 0;
     return (a->capabilities & need) == need && a->device_count(in, &n) == XMC_OK && n > 0;
@@ -350,6 +363,32 @@ inline std::string first_difference(const std::vector<uint8_t> &got, const std::
     return "";
 }
 
+// AFF-LAYOUT: the layouts a case's plan is made for: every rank of either map, its layouts (dense
+// where the case names none) in memory of `kind`.
+inline std::vector<xmc_plan_layout> plan_layouts(const Case &c, xmc_mem_kind kind) {
+    std::map<int, xmc_plan_layout> by_rank;
+    auto side = [&](const aff::Map &m, const std::map<int, Layout> &layouts, bool source) {
+        for (const aff::RankLayout &r : m.ranks) {
+            xmc_plan_layout &pl = by_rank[r.rank];
+            pl.rank = r.rank;
+            pl.elem_size = c.elem;
+            auto it = layouts.find(r.rank);
+            const Layout l = it != layouts.end() ? it->second : dense_layout(r.shard_shape);
+            xmc_shard_layout &sl = source ? pl.source : pl.target;
+            sl.present = 1;
+            sl.kind = kind;
+            sl.ndim = int32_t(r.shard_shape.size());
+            sl.offset = l.offset;
+            for (size_t d = 0; d < r.shard_shape.size(); ++d) sl.shape[d] = r.shard_shape[d], sl.strides[d] = l.strides[d];
+        }
+    };
+    side(c.source, c.src_layout, true);
+    side(c.target, c.tgt_layout, false);
+    std::vector<xmc_plan_layout> out;
+    for (auto &[rank, pl] : by_rank) out.push_back(pl);
+    return out;
+}
+
 // ---------- running a case on every rank ----------
 
 // What the ranks of a run do. Every field has a default: the whole world runs `c` and joins.
@@ -360,6 +399,17 @@ struct RunSpec {
     std::function<bool(const RankEnv &)> joins;        // false: the rank never calls transfer_execute
     std::function<int64_t(const RankEnv &)> fail_op;   // this rank's transport fails that op (-1: none)
     std::function<int64_t(const RankEnv &)> fail_gather;  // this rank's all_gather with that number fails
+    std::function<bool(const RankEnv &)> drop_sends;   // this rank's sends never arrive (a peer that never sends)
+    // The plan's layouts as this rank's caller gives them (default: plan_layouts of the case).
+    std::function<void(const RankEnv &, std::vector<xmc_plan_layout> &)> tweak_layouts;
+    // The path forced on every rank (XMC_PATH_AUTO: the backend's choice); -1: the test's current
+    // path (TransferTest::path_).
+    int path = -1;
+    std::function<int(const RankEnv &)> path_of;       // per rank instead, when set
+    // > 0: every rank's end of the transport delays and reorders (DelayingTransport) by this much.
+    uint32_t delay_ms = 0;
+    // Each rank frees its device source (host memory: poisons it) as soon as its own call returns.
+    bool freed_on_return = false;
     uint32_t op_timeout_ms = 10000;
     uint32_t deadline_ms = 60000;
 };
@@ -377,7 +427,9 @@ struct RankResult {
     const RecordingTransport *rec = nullptr;
     std::vector<uint64_t> out_bytes, in_bytes, out_segs, in_segs;  // per peer position, from the plan
     uint64_t local_bytes = 0;
-    bool may_copy_directly = false;  // device buffers of ranks in one process: peers need no transport
+    int path = XMC_PATH_AUTO;        // the path this rank's caller forced
+    std::vector<xmc_path> paths;     // what the backend reported, per peer position
+    uint64_t overtaken = 0;          // with a delaying transport: messages it delivered out of order
 };
 
 // A transport that fails one all_gather of this rank (by number, from 0) without reaching the
@@ -419,7 +471,7 @@ inline std::string join(const Failures &f) {
 // Skips a device backend that has no device. run() runs a case on every rank of the world (or of
 // the spec's groups) and returns every rank's failures; check_property() checks random cases.
 class TransferTest : public BackendTest {
-protected:
+public:
     void SetUp() override {
         BackendTest::SetUp();
         if (HasFatalFailure() || IsSkipped()) return;
@@ -467,8 +519,17 @@ protected:
             src.put(mem);
             tgt.put(mem);
 
-            RecordingTransport rec(env.transport, int(env.labels.size()));
+            // The world's transport, maybe delaying and reordering, then recorded, maybe faulty:
+            // what the recording sees is what the backend sent and received.
+            std::optional<DelayingTransport> delaying;
+            const xmc_transport *base = env.transport;
+            if (spec.delay_ms > 0) {
+                delaying.emplace(base, spec.delay_ms, 3 * spec.delay_ms);
+                base = delaying->transport();
+            }
+            RecordingTransport rec(base, int(env.labels.size()));
             if (spec.fail_op) rec.fail_op = spec.fail_op(env);
+            if (spec.drop_sends) rec.drop_sends = spec.drop_sends(env);
             xmc_group group = env.group_view();
             group.transport = rec.transport();
             std::optional<GatherFault> gather_fault;
@@ -477,6 +538,11 @@ protected:
                 group.transport = gather_fault->transport();
             }
             const std::vector<xmc_segment> segs = abi_segments(rc.plan);
+            std::vector<xmc_plan_layout> layouts = plan_layouts(rc, mem.device ? XMC_MEM_DEVICE : XMC_MEM_HOST);
+            if (spec.tweak_layouts) spec.tweak_layouts(env, layouts);
+            RankResult r;
+            r.path = spec.path_of ? spec.path_of(env) : spec.path >= 0 ? spec.path : path_;
+            r.paths.assign(env.labels.size(), xmc_path(-1));  // -1: never written by the backend
             xmc_transfer_args args{};
             args.struct_size = sizeof args;
             args.plan = xmc_plan_view{segs.data(), segs.size(), rc.plan.digest};
@@ -486,16 +552,18 @@ protected:
             args.staging_budget = rc.budget;
             args.group = &group;
             args.stream = mem.stream;
+            args.path = xmc_path(r.path);
+            args.peer_paths = r.paths.data();
+            args.layouts = layouts.data();
+            args.layout_count = layouts.size();
             if (spec.tweak) spec.tweak(env, src, tgt, args, group);
 
-            RankResult r;
             r.c = &rc;
             r.src = &src;
             r.tgt = &tgt;
             r.rec = &rec;
             r.src_before = src.store;
             r.tgt_expected = make_side(rc.target, me, rc.tgt_layout, rc.elem, &tgt_shard).store;
-            r.may_copy_directly = mem.device && std::string(world().name()) == "threads";
             const size_t n = env.labels.size();
             r.out_bytes.assign(n, 0), r.in_bytes.assign(n, 0), r.out_segs.assign(n, 0), r.in_segs.assign(n, 0);
             auto position = [&](int label) {
@@ -513,15 +581,146 @@ protected:
                 r.called = true;
                 const auto t0 = std::chrono::steady_clock::now();
                 r.status = a->transfer_execute(in, &args, &r.stats);
+                if (spec.freed_on_return) {
+                    if (src.dev) src.release();
+                    else std::fill(src.store.begin(), src.store.end(), kPoison);
+                }
                 r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 a->last_error(in, &r.error);
             }
             src.fetch();
             tgt.fetch();
+            if (delaying) r.overtaken = delaying->overtaken();
             check(env, r, f);
             return f;
         });
     }
+
+    // ---- the paths a backend takes in this world (AFF-PATH) ----
+
+    // What forcing one path gave on a small mixed case (every rank with data to every other).
+    struct PathTrial {
+        xmc_path path = XMC_PATH_AUTO;
+        bool taken = false;    // every rank succeeded, the target exact, every peer reported on it
+        bool refused = false;  // every rank refused before any write
+        Failures problems;     // neither: what each rank saw
+        std::string reason;    // why it was refused (rank 0's message)
+    };
+    struct PathsHere {
+        std::vector<PathTrial> trials;   // direct, ipc, nccl, staged
+        std::vector<xmc_path> taken;     // the paths to test on
+        xmc_path chosen = XMC_PATH_AUTO; // what the backend picks unforced, to its peers
+        Failures problems;
+    };
+
+    // The path the world is told to test on (XMC_TRANSFER_PATH=direct|ipc|nccl|staged, set by
+    // the multirank tier's per-path runs), or XMC_PATH_AUTO: every path the backend takes here.
+    static xmc_path configured_path() {
+        const char *e = std::getenv("XMC_TRANSFER_PATH");
+        const std::string v = e ? e : "";
+        if (v == "direct") return XMC_PATH_DIRECT;
+        if (v == "ipc") return XMC_PATH_IPC;
+        if (v == "nccl") return XMC_PATH_NCCL;
+        if (v == "staged") return XMC_PATH_STAGED;
+        return XMC_PATH_AUTO;
+    }
+
+    // Forces each path once on a small case (cached per backend and world). A path is taken when
+    // every rank succeeds with an exact target and reports that path for every peer; refused when
+    // every rank refuses and nothing is written; anything else is a problem of the backend.
+    const PathsHere &paths_here() {
+        static std::map<std::string, PathsHere> cache;
+        const std::string key = std::string(api->name) + "/" + world().name() + "/" + std::to_string(world().size());
+        if (auto it = cache.find(key); it != cache.end()) return it->second;
+        PathsHere h;
+        std::vector<int> all(size_t(world().size()));
+        std::iota(all.begin(), all.end(), 0);
+        const Case c = make_case(aff::split_even({8, 6}, 0, all), aff::split_even({8, 6}, 1, all), 4, 16);
+        // Each rank reports its outcome as a line of its own (run() gathers every rank's lines, in
+        // every world): "path-outcome taken [chosen N]", "path-outcome refused: why", or a problem.
+        static const std::string kOutcome = "path-outcome ";
+        for (xmc_path p : {XMC_PATH_DIRECT, XMC_PATH_IPC, XMC_PATH_NCCL, XMC_PATH_STAGED, XMC_PATH_AUTO}) {
+            PathTrial t;
+            t.path = p;
+            RunSpec spec;
+            spec.path = p;
+            spec.op_timeout_ms = 5000;
+            const Failures lines = run(c, spec, [p](const RankEnv &env, const RankResult &r, Failures &out) {
+                const bool untouched = std::all_of(r.tgt->store.begin(), r.tgt->store.end(), [](uint8_t b) { return b == kPoison; });
+                if (r.status == XMC_OK && first_difference(r.tgt->store, r.tgt_expected, r.c->elem).empty()) {
+                    std::string chosen;
+                    for (size_t q = 0; q < r.paths.size(); ++q) {
+                        const bool data = r.out_bytes[q] + r.in_bytes[q] > 0;
+                        if (data && (r.paths[q] <= XMC_PATH_AUTO || r.paths[q] >= XMC_PATH_COUNT_ ||
+                                     (p != XMC_PATH_AUTO && r.paths[q] != p)))
+                            out.push_back("forced " + path_str(p) + ", reported " + path_str(r.paths[q]) + " to peer " +
+                                          std::to_string(q));
+                        if (data && env.index == 0 && q == 1) chosen = " chosen " + std::to_string(int(r.paths[q]));
+                    }
+                    if (out.empty()) out.push_back(kOutcome + "taken" + chosen);
+                } else if (r.status == XMC_ERR_REFUSED && untouched) {
+                    out.push_back(kOutcome + "refused: " + r.error.message);
+                } else {
+                    out.push_back(std::string("forcing path ") + path_str(p) + ": " + xmc_status_string(r.status) +
+                                  (untouched ? "" : ", target written") + ": " + r.error.message);
+                }
+            });
+            int taken = 0, refused = 0;
+            Failures problems;
+            for (const std::string &l : lines) {
+                const size_t at = l.find(kOutcome);
+                if (at == std::string::npos) {
+                    problems.push_back(l);
+                    continue;
+                }
+                const std::string what = l.substr(at + kOutcome.size());
+                if (what.rfind("taken", 0) == 0) {
+                    ++taken;
+                    if (const size_t k = what.find("chosen "); k != std::string::npos)
+                        h.chosen = xmc_path(std::atoi(what.c_str() + k + 7));
+                } else {
+                    ++refused;
+                    if (t.reason.empty()) t.reason = what.substr(std::string("refused: ").size());
+                }
+            }
+            const int n = world().size();
+            t.taken = problems.empty() && taken == n;
+            t.refused = problems.empty() && refused == n;
+            if (!t.taken && !t.refused)
+                t.problems = !problems.empty() ? problems
+                                               : Failures{"forcing path " + path_str(p) + ": " + std::to_string(taken) +
+                                                          " ranks took it, " + std::to_string(refused) + " refused"};
+            if (p == XMC_PATH_AUTO) {
+                if (!t.taken) h.problems.push_back("the backend's own choice of paths failed: " + join(t.problems));
+                continue;
+            }
+            if (t.taken) h.taken.push_back(p);
+            for (const auto &x : t.problems) h.problems.push_back(x);
+            h.trials.push_back(t);
+        }
+        return cache[key] = h;
+    }
+
+    // The paths the tests run their cases on: the configured one, else every path taken here.
+    std::vector<xmc_path> paths_to_test() {
+        if (xmc_path p = configured_path(); p != XMC_PATH_AUTO) return {p};
+        const PathsHere &h = paths_here();
+        return h.taken.empty() ? std::vector<xmc_path>{XMC_PATH_AUTO} : h.taken;
+    }
+
+    static std::string path_str(int p) {
+        switch (p) {
+        case XMC_PATH_AUTO: return "auto";
+        case XMC_PATH_DIRECT: return "direct";
+        case XMC_PATH_IPC: return "ipc";
+        case XMC_PATH_NCCL: return "nccl";
+        case XMC_PATH_STAGED: return "staged";
+        default: return "path " + std::to_string(p);
+        }
+    }
+
+    // The path run() forces when a spec names none (a test's loop over paths_to_test() sets it).
+    int path_ = XMC_PATH_AUTO;
 
     // Runs a property: cases drawn by `gen` (the same on every rank), each run on all ranks of the
     // world and checked by `check`. A failure names the backend, the transport, the seed and the
@@ -534,6 +733,18 @@ protected:
         meta.description = info->name();
         rc::detail::TestParams params = rc::detail::configuration().testParams;
         params.maxSuccess = std::min(params.maxSuccess, world().property_cases());
+        // Every path this backend takes here gets its share of the cases (at least 10 each).
+        const std::vector<xmc_path> paths = paths_to_test();
+        params.maxSuccess = std::max(10, params.maxSuccess / int(paths.size()));
+        for (xmc_path p : paths) {
+            path_ = p;
+            check_property_on_path(gen, check, meta, params);
+        }
+        path_ = XMC_PATH_AUTO;
+    }
+
+    void check_property_on_path(const std::function<Case()> &gen, const RankCheck &check,
+                                const rc::detail::TestMetadata &meta, const rc::detail::TestParams &params) {
         std::optional<Case> last_failing;  // rapidcheck shrinks: the last failing case is the minimal one
         const auto result = rc::detail::checkTestable(
             [&] {
@@ -548,7 +759,7 @@ protected:
         if (result.template is<rc::detail::SuccessResult>()) return;
         std::ostringstream os;
         os << "property failed on backend '" << api->name << "' over the " << world().name() << " transport ("
-           << world().size() << " ranks, seed " << rc_seed() << ")\n";
+           << world().size() << " ranks, seed " << rc_seed() << "), data path " << path_str(path_) << "\n";
         rc::detail::printResultMessage(result, os);
         if (result.template is<rc::detail::FailureResult>())
             os << "\nreproduce: RC_PARAMS=\""
@@ -566,7 +777,9 @@ protected:
         xmc_instance *hi = nullptr;
         xmc_open_params params{sizeof(xmc_open_params), nullptr};
         if (host->api->open(&params, &hi) != XMC_OK) return "no verdict: the host reference " + host->path + " did not open";
-        const bool host_ok = run_on(host->api, hi, c, {}, check).empty();
+        RunSpec on_its_own_path;  // the host takes its one path
+        on_its_own_path.path = XMC_PATH_AUTO;
+        const bool host_ok = run_on(host->api, hi, c, on_its_own_path, check).empty();
         host->api->close(hi);
         return host_ok ? "host passes -> verdict: contract violation by backend '" + std::string(api->name) + "'"
                        : "host fails too -> verdict: defect of the suite or the reference, not of backend '" +

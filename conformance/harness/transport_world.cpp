@@ -35,31 +35,41 @@ bool RecordingTransport::should_fail() { return ops_++ == fail_op; }
 
 int RecordingTransport::send(void *ctx, int32_t peer, const void *buf, size_t bytes, uint64_t tag) {
     auto *self = static_cast<RecordingTransport *>(ctx);
-    if (self->should_fail()) return XMC_ERR_PEER_FAILED;
-    if (peer >= 0 && size_t(peer) < self->peers.size()) {
-        Peer &p = self->peers[size_t(peer)];
-        p.sends += 1;
-        p.bytes_sent += bytes;
-        p.largest = std::max<uint64_t>(p.largest, bytes);
+    {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        if (self->should_fail()) return XMC_ERR_PEER_FAILED;
+        if (peer >= 0 && size_t(peer) < self->peers.size()) {
+            Peer &p = self->peers[size_t(peer)];
+            p.sends += 1;
+            p.bytes_sent += bytes;
+            p.largest = std::max<uint64_t>(p.largest, bytes);
+        }
+        if (self->drop_sends) return 0;
     }
     return self->inner_->send(self->inner_->ctx, peer, buf, bytes, tag);
 }
 
 int RecordingTransport::recv(void *ctx, int32_t peer, void *buf, size_t bytes, uint64_t tag) {
     auto *self = static_cast<RecordingTransport *>(ctx);
-    if (self->should_fail()) return XMC_ERR_PEER_FAILED;
-    if (peer >= 0 && size_t(peer) < self->peers.size()) {
-        Peer &p = self->peers[size_t(peer)];
-        p.recvs += 1;
-        p.bytes_received += bytes;
-        p.largest = std::max<uint64_t>(p.largest, bytes);
+    {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        if (self->should_fail()) return XMC_ERR_PEER_FAILED;
+        if (peer >= 0 && size_t(peer) < self->peers.size()) {
+            Peer &p = self->peers[size_t(peer)];
+            p.recvs += 1;
+            p.bytes_received += bytes;
+            p.largest = std::max<uint64_t>(p.largest, bytes);
+        }
     }
     return self->inner_->recv(self->inner_->ctx, peer, buf, bytes, tag);
 }
 
 int RecordingTransport::all_gather(void *ctx, const void *in, void *out, size_t bytes, uint32_t timeout_ms) {
     auto *self = static_cast<RecordingTransport *>(ctx);
-    self->all_gathers += 1;
+    {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        self->all_gathers += 1;
+    }
     return self->inner_->all_gather(self->inner_->ctx, in, out, bytes, timeout_ms);
 }
 

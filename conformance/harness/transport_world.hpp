@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -62,7 +63,8 @@ void set_world(World *w);
 GroupSpec whole_world(const World &w);
 
 // A transport wrapper that records what crosses this rank's end, per peer, and can fail one
-// operation, for checks that take nothing on the backend's word. Used by one thread only.
+// operation or drop every send, for checks that take nothing on the backend's word. Thread-safe
+// (an executor may send from a thread of its own); read the counts once the transfer returned.
 class RecordingTransport {
 public:
     struct Peer {
@@ -78,6 +80,8 @@ public:
     // The send or recv with this number (counting both from 0) fails with XMC_ERR_PEER_FAILED
     // without reaching the inner transport; -1: none does.
     int64_t fail_op = -1;
+    // Every send answers success without reaching the inner transport (a peer that never sends).
+    bool drop_sends = false;
 
 private:
     static int send(void *ctx, int32_t peer, const void *buf, size_t bytes, uint64_t tag);
@@ -88,6 +92,7 @@ private:
     const xmc_transport *inner_;
     xmc_transport self_;
     int64_t ops_ = 0;
+    std::mutex mu_;  // guards the counts and ops_
 };
 
 } // namespace xmc::conformance

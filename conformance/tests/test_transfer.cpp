@@ -6,6 +6,7 @@
 // the backend's word. The buffers, the fixture and how a case runs on every rank:
 // transfer_env.hpp. This file is also compiled, alone, into `xmc_multirank`.
 #include "boundary.hpp"
+#include "driver_control.hpp"
 #include "hostile.hpp"
 #include "transfer_env.hpp"
 #include "transport_world.hpp"
@@ -39,6 +40,16 @@ void exact(const RankResult &r, Failures &f) {
     if (auto d = first_difference(r.src->store, r.src_before, r.c->elem); !d.empty()) f.push_back("source changed: " + d);
 }
 
+// Every element of the target shard holds what the plan moves there (the holes between them are
+// exact()'s business): the bytes arrived.
+void arrived(const RankResult &r, Failures &f) {
+    const auto &got = r.tgt->store, &want = r.tgt_expected;
+    if (got.size() != want.size()) return f.push_back("target storage size changed");
+    for (size_t i = 0; i < got.size(); ++i)
+        if (want[i] != kPoison && got[i] != want[i])
+            return f.push_back("target: " + first_difference(got, want, r.c->elem) + ": not every byte arrived");
+}
+
 // Refused, with detail naming the call, and nothing written anywhere.
 void refused_untouched(const RankResult &r, Failures &f) {
     if (r.status != XMC_ERR_REFUSED)
@@ -57,6 +68,35 @@ void refused_untouched(const RankResult &r, Failures &f) {
 }
 
 uint64_t ceil_div(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// The paths reported (AFF-PATH): one for every peer this rank exchanges data with (the forced
+// one, when the caller forced one), none (XMC_PATH_AUTO) for the others and for itself.
+void paths_reported(const RankEnv &env, const RankResult &r, Failures &f) {
+    for (size_t q = 0; q < r.paths.size(); ++q) {
+        const bool data = r.out_bytes[q] + r.in_bytes[q] > 0;
+        const xmc_path got = r.paths[q];
+        const std::string who = "the path reported to peer " + std::to_string(q) + " (" +
+                                TransferTest::path_str(got) + ")";
+        if (q == size_t(env.index) || !data) {
+            if (got != XMC_PATH_AUTO) f.push_back(who + " should be auto: no data goes either way");
+        } else if (got <= XMC_PATH_AUTO || got >= XMC_PATH_COUNT_) {
+            f.push_back(who + " names no path, though data goes to or from it");
+        } else if (r.path != XMC_PATH_AUTO && got != r.path) {
+            f.push_back(who + " is not the forced " + TransferTest::path_str(r.path));
+        }
+    }
+}
+
+// The statistics equal the plan's totals for this rank (AFF-RESULT).
+void result_is_the_plan(const RankResult &r, Failures &f) {
+    const uint64_t out = std::accumulate(r.out_bytes.begin(), r.out_bytes.end(), uint64_t{0});
+    const uint64_t in = std::accumulate(r.in_bytes.begin(), r.in_bytes.end(), uint64_t{0});
+    if (r.stats.bytes_sent != out || r.stats.bytes_received != in || r.stats.bytes_copied_locally != r.local_bytes)
+        f.push_back("statistics: sent " + std::to_string(r.stats.bytes_sent) + ", received " +
+                    std::to_string(r.stats.bytes_received) + ", copied locally " +
+                    std::to_string(r.stats.bytes_copied_locally) + " B; the plan moves " + std::to_string(out) + ", " +
+                    std::to_string(in) + " and " + std::to_string(r.local_bytes));
+}
 
 // Every message within the budget; per peer direction, messages within ceil(bytes / budget) +
 // segments; the reported staging peak and rounds within the same bounds.
@@ -86,6 +126,23 @@ void staging_bounded(const RankResult &r, Failures &f) {
         f.push_back("rounds " + std::to_string(r.stats.rounds) + " over the bound " + std::to_string(round_bound));
 }
 
+// The bytes seen at the transport per peer follow the path reported for it: staged, every byte
+// crosses the transport once; direct, IPC or NCCL, none does (a backend that reports one of
+// them and stages anyway, or the reverse, is caught here).
+void traffic_by_path(const RankResult &r, Failures &f) {
+    for (size_t p = 0; p < r.out_bytes.size(); ++p) {
+        const auto &seen = r.rec->peers[p];
+        const bool staged = p < r.paths.size() && r.paths[p] == XMC_PATH_STAGED;
+        const std::string how = " (path " + TransferTest::path_str(p < r.paths.size() ? r.paths[p] : -1) + ")";
+        if (seen.bytes_sent != (staged ? r.out_bytes[p] : 0))
+            f.push_back("bytes seen at the transport to peer " + std::to_string(p) + how + ": " +
+                        std::to_string(seen.bytes_sent) + ", the plan moves " + std::to_string(r.out_bytes[p]));
+        if (seen.bytes_received != (staged ? r.in_bytes[p] : 0))
+            f.push_back("bytes seen at the transport from peer " + std::to_string(p) + how + ": " +
+                        std::to_string(seen.bytes_received) + ", the plan moves " + std::to_string(r.in_bytes[p]));
+    }
+}
+
 // Bytes sent, received and copied locally are what the plan says, as reported and as seen at the
 // transport: every element crosses the transport once, and only when it must.
 void accounted(const RankResult &r, Failures &f) {
@@ -98,14 +155,7 @@ void accounted(const RankResult &r, Failures &f) {
     expect("reported bytes_sent", r.stats.bytes_sent, out);
     expect("reported bytes_received", r.stats.bytes_received, in);
     expect("reported bytes_copied_locally", r.stats.bytes_copied_locally, r.local_bytes);
-    for (size_t p = 0; p < r.out_bytes.size(); ++p) {
-        // Direct peer copies (device buffers, one process): nothing crosses the transport either way.
-        const auto &seen = r.rec->peers[p];
-        if (r.may_copy_directly && seen.sends + seen.recvs == 0) continue;
-        expect(("bytes seen at the transport to peer " + std::to_string(p)).c_str(), seen.bytes_sent, r.out_bytes[p]);
-        expect(("bytes seen at the transport from peer " + std::to_string(p)).c_str(), seen.bytes_received,
-               r.in_bytes[p]);
-    }
+    traffic_by_path(r, f);
 }
 
 // ---------- deterministic maps over the world's labels ----------
@@ -220,10 +270,14 @@ TEST_P(TransferTest, AFF_EXEC_EXACT_NonContiguousTargetWrittenInPlace) {
     for (size_t elem : {size_t{1}, size_t{2}, size_t{4}, size_t{8}}) {
         Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), elem, 3 * elem + 1);
         for (const auto &r : c.target.ranks) c.tgt_layout[r.rank] = holey_layout(r.shard_shape);
-        EXPECT_TRUE(all_ranks_passed(run(c, {}, [](const RankEnv &, const RankResult &r, Failures &f) {
-            status_ok(r, f);
-            exact(r, f);
-        }))) << "element size " << elem;
+        for (xmc_path p : paths_to_test()) {
+            RunSpec spec;
+            spec.path = p;
+            EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+                status_ok(r, f);
+                exact(r, f);
+            }))) << "element size " << elem << ", path " << path_str(p);
+        }
     }
 }
 
@@ -607,10 +661,14 @@ TEST_P(TransferTest, AFF_STAGING_LargeOneDimensionalSegmentMovesInWholeChunks) {
     on_first[0] = on_second[1] = 4096;
     const Case c = make_case(aff::split_sizes({4096}, 0, on_first, labels_of(w)),
                              aff::split_sizes({4096}, 0, on_second, labels_of(w)), 4, 1000);
-    EXPECT_TRUE(all_ranks_passed(run(c, {}, [](const RankEnv &, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        staging_bounded(r, f);
-    })));
+    for (xmc_path p : paths_to_test()) {  // the staged path's messages, and the others' staging
+        RunSpec spec;
+        spec.path = p;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            staging_bounded(r, f);
+        }))) << "path " << path_str(p);
+    }
 }
 
 TEST_P(TransferTest, AFF_STAGING_WithinBudgetAndRoundsBounded) {
@@ -635,13 +693,17 @@ TEST_P(TransferTest, AFF_ACCOUNT_DisjointSourceAndTargetRanksCopyNothingLocally)
     const int w = world().size();
     const std::vector<int> low = labels_of(w / 2), high = labels_of(w - w / 2, w / 2);
     const Case c = make_case(aff::split_even(kShape, 0, low), aff::split_even(kShape, 1, high), 8, 100);
-    EXPECT_TRUE(all_ranks_passed(run(c, {}, [](const RankEnv &, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        accounted(r, f);
-        if (r.stats.bytes_copied_locally != 0)
-            f.push_back("copied " + std::to_string(r.stats.bytes_copied_locally) +
-                        " B locally, though no rank is both source and target");
-    })));
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            accounted(r, f);
+            if (r.stats.bytes_copied_locally != 0)
+                f.push_back("copied " + std::to_string(r.stats.bytes_copied_locally) +
+                            " B locally, though no rank is both source and target");
+        }))) << "path " << path_str(p);
+    }
 }
 
 // ===================== AFF-GROUP =====================
@@ -722,22 +784,24 @@ TEST_P(TransferTest, AFF_NO_HANG_TransportFailureOnOneRankReachesEveryRank) {
     const std::vector<int> all = labels_of(world().size());
     // An 8-byte budget: rank 1 exchanges several chunks with every peer, so operation 3 happens.
     const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
-    // Ranks of one process with device buffers may copy from peer to peer without any send or
-    // receive: there is then no message to fail, and the all_gathers are what can fail.
-    const bool threads = std::string(world().name()) == "threads";
-    const bool direct = threads && uses_device_buffers(api, inst);
-    if (threads) {  // one all_gather of rank 1 fails: its second (after the agreement)
+    // On every path: one all_gather of rank 1 fails, its third (after the offers and the
+    // agreement: what follows is the path's own exchange, or the completion vote).
+    if (std::string(world().name()) == "threads")
+        for (xmc_path p : paths_to_test()) {
+            RunSpec spec;
+            spec.path = p;
+            spec.op_timeout_ms = kOpTimeoutMs;
+            spec.deadline_ms = no_hang_bound_ms() + 1000;
+            spec.fail_gather = [](const RankEnv &env) { return env.world_rank == kBadRank ? int64_t{2} : int64_t{-1}; };
+            EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+                failed_in_time(r, f);
+            }))) << "failing all_gather 2, path " << path_str(p);
+        }
+    // On the staged path, whose chunks are messages: its first message fails, and one in the
+    // middle of the exchange.
+    for (int64_t op : {0, 3}) {
         RunSpec spec;
-        spec.op_timeout_ms = kOpTimeoutMs;
-        spec.deadline_ms = no_hang_bound_ms() + 1000;
-        spec.fail_gather = [](const RankEnv &env) { return env.world_rank == kBadRank ? int64_t{1} : int64_t{-1}; };
-        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
-            failed_in_time(r, f);
-        }))) << "failing all_gather 1";
-    }
-    for (int64_t op : {0, 3}) {  // its first message, and one in the middle of the exchange
-        if (direct) break;
-        RunSpec spec;
+        spec.path = XMC_PATH_STAGED;
         spec.op_timeout_ms = kOpTimeoutMs;
         spec.deadline_ms = no_hang_bound_ms() + 1000;
         spec.fail_op = [op](const RankEnv &env) { return env.world_rank == kBadRank ? op : int64_t{-1}; };
@@ -751,14 +815,13 @@ TEST_P(TransferTest, AFF_NO_HANG_TransportFailureOnOneRankReachesEveryRank) {
 // sender must not wait for that receiver without a bound (seed bug: an oversized chunk refused by
 // the receiver, and a sender waiting forever for its acknowledgement).
 TEST_P(TransferTest, AFF_NO_HANG_SenderOfAChunkTheReceiverRefusesReturns) {
-    if (std::string(world().name()) == "threads" && uses_device_buffers(api, inst))
-        XMC_SKIP(SkipKind::Unsupported, "ranks of one process with device buffers copy peer to peer: no message to refuse");
     const int w = world().size();
     std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
     on_first[0] = on_second[1] = 65536;  // 256 KiB from rank 0 to rank 1, in 64 KiB chunks
     const Case c = make_case(aff::split_sizes({65536}, 0, on_first, labels_of(w)),
                              aff::split_sizes({65536}, 0, on_second, labels_of(w)), 4, 65536);
     RunSpec spec;
+    spec.path = XMC_PATH_STAGED;  // chunks as messages
     spec.op_timeout_ms = kOpTimeoutMs;
     spec.deadline_ms = no_hang_bound_ms() + 1000;
     spec.fail_op = [](const RankEnv &env) { return env.world_rank == 1 ? int64_t{0} : int64_t{-1}; };  // its first receive
@@ -871,6 +934,303 @@ TEST_P(TransferTest, AFF_MAP_FLAT_FlatShardOnUnevenlySpacedBufferRefusedBeforeAn
     })));
 }
 
+
+// ===================== AFF-PATH =====================
+
+// The mixed case of the refusal tests (every rank exchanges data with every other).
+Case mixed_case(uint64_t budget = 40) {
+    const std::vector<int> all = labels_of(world().size());
+    return make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, budget);
+}
+
+std::string trials_text(const TransferTest::PathsHere &h) {
+    std::string s;
+    for (const auto &t : h.trials)
+        s += "  " + TransferTest::path_str(t.path) + ": " +
+             (t.taken ? std::string("taken") : t.refused ? "refused (" + t.reason + ")" : std::string("neither")) + "\n";
+    return s;
+}
+
+// Each path forced once: taken (every rank succeeds, the target exact, that path reported to
+// every peer) or refused by every rank before any write, never anything else. The backend's own
+// choice is a path it takes when forced; a run told to test one path (XMC_TRANSFER_PATH) finds
+// it taken.
+TEST_P(TransferTest, AFF_PATH_EveryPathIsTakenOrRefusedByEveryRank) {
+    const PathsHere &h = paths_here();
+    const std::string seen = trials_text(h);
+    std::printf("data paths of backend '%s' over %s, %d ranks:\n%s", api->name, world().name(), world().size(),
+                seen.c_str());
+    EXPECT_TRUE(h.problems.empty()) << join(h.problems) << seen;
+    EXPECT_FALSE(h.taken.empty()) << "the backend takes no path\n" << seen;
+    EXPECT_TRUE(std::find(h.taken.begin(), h.taken.end(), h.chosen) != h.taken.end())
+        << "the backend's own choice, " << path_str(h.chosen) << ", is not a path it takes when forced\n" << seen;
+    if (const xmc_path p = configured_path(); p != XMC_PATH_AUTO) {
+        EXPECT_TRUE(std::find(h.taken.begin(), h.taken.end(), p) != h.taken.end())
+            << "this run tests path " << path_str(p) << ", which the backend does not take here\n" << seen;
+    }
+}
+
+// On each path taken here: exact targets, the path reported for every peer with data, and bytes
+// on the transport exactly where the path says (staged: every byte once; otherwise none).
+TEST_P(TransferTest, AFF_PATH_EachPathTakenMovesTheDataAsReported) {
+    const Case c = mixed_case(24);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+            paths_reported(env, r, f);
+            traffic_by_path(r, f);
+        }))) << "path " << path_str(p);
+    }
+    // Left to the backend: a path for every peer with data, and none for the others.
+    RunSpec own;
+    own.path = XMC_PATH_AUTO;
+    EXPECT_TRUE(all_ranks_passed(run(c, own, [](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        arrived(r, f);
+        paths_reported(env, r, f);
+        traffic_by_path(r, f);
+    }))) << "the backend's own choice";
+}
+
+// Random cases, every path: each peer the plan exchanges data with gets a path, the others none.
+TEST_P(TransferTest, AFF_PATH_RandomCasesReportAPathForEveryPeerWithData) {
+    check_property([] { return gen_case(1, world().size()); },
+                   [](const RankEnv &env, const RankResult &r, Failures &f) {
+                       status_ok(r, f);
+                       paths_reported(env, r, f);
+                       traffic_by_path(r, f);
+                   });
+}
+
+// Nothing crossed the transport but the votes, and nothing was written.
+void refused_before_any_message(const RankResult &r, Failures &f) {
+    refused_untouched(r, f);
+    for (size_t q = 0; q < r.rec->peers.size(); ++q)
+        if (r.rec->peers[q].sends + r.rec->peers[q].recvs > 0)
+            f.push_back("messages to or from peer " + std::to_string(q) + " before the refusal");
+}
+
+// World rank 1 forces another path than the others do: the two ends of its pairs would take
+// different paths, so every rank refuses before any write (as for differing plans).
+TEST_P(TransferTest, AFF_PATH_RanksWhoseChoicesDifferAllRefuse) {
+    const PathsHere &h = paths_here();
+    ASSERT_FALSE(h.taken.empty()) << trials_text(h);
+    const xmc_path common = h.taken.front();
+    // Another path taken here if there is one (a genuine mismatch), else one refused here.
+    xmc_path other = XMC_PATH_AUTO;
+    for (xmc_path p : h.taken)
+        if (p != common && other == XMC_PATH_AUTO) other = p;
+    for (const auto &t : h.trials)
+        if (t.path != common && other == XMC_PATH_AUTO) other = t.path;
+    const Case c = mixed_case();
+    for (const bool others_force : {true, false}) {  // the others force `common`, or leave it to the backend
+        const xmc_path mine = others_force ? common : XMC_PATH_AUTO;
+        const xmc_path bad = others_force ? other : (h.chosen == common ? other : common);
+        RunSpec spec;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        spec.path_of = [&](const RankEnv &env) { return int(env.world_rank == kBadRank ? bad : mine); };
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            refused_before_any_message(r, f);
+        }))) << "world rank " << kBadRank << " forces " << path_str(bad) << ", the others "
+             << (others_force ? path_str(mine) : "the backend's choice (" + path_str(h.chosen) + ")");
+    }
+}
+
+// A forced path the ranks cannot take here is refused by every rank, naming the path; a path
+// outside the enum is no request at all.
+TEST_P(TransferTest, AFF_PATH_ForcedPathTheRanksCannotTakeIsRefusedByEveryRank) {
+    const PathsHere &h = paths_here();
+    const Case c = mixed_case();
+    for (const auto &t : h.trials) {
+        if (!t.refused) continue;
+        RunSpec spec;
+        spec.path = t.path;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        const std::string name = path_str(t.path);
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &, const RankResult &r, Failures &f) {
+            refused_before_any_message(r, f);
+            if (!std::strstr(r.error.message, name.c_str()))
+                f.push_back("the refusal does not name path " + name + ": " + r.error.message);
+        }))) << "forced " << name;
+    }
+    RunSpec spec;
+    spec.path = XMC_PATH_COUNT_;
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        if (r.status != XMC_ERR_INVALID_ARGUMENT)
+            f.push_back(std::string("path XMC_PATH_COUNT_: expected invalid_argument, got ") +
+                        xmc_status_string(r.status) + ": " + r.error.message);
+    }))) << "a path outside the enum";
+}
+
+// ===================== AFF-LAYOUT =====================
+
+// The plan is made for holey targets and offset sources on every rank; one rank's entry of the
+// plan's layouts (the same edit on every rank: it is the plan) then differs from the buffers that
+// rank gives in one respect. Every rank refuses before any write.
+void layout_differs(TransferTest &t, const std::string &what,
+                    const std::function<void(xmc_plan_layout &)> &edit) {
+    Case c = mixed_case(4096);
+    for (const auto &r : c.target.ranks) c.tgt_layout[r.rank] = holey_layout(r.shard_shape);
+    for (const auto &r : c.source.ranks) c.src_layout[r.rank] = make_layout(r.shard_shape, row_major_order(r.shard_shape), 1, 1, 3, 1);
+    for (xmc_path p : t.paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        spec.tweak_layouts = [&](const RankEnv &, std::vector<xmc_plan_layout> &layouts) {
+            for (xmc_plan_layout &l : layouts)
+                if (l.rank == kBadRank) edit(l);
+        };
+        EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            refused_before_any_message(r, f);
+        }))) << what << ", path " << TransferTest::path_str(p);
+    }
+}
+
+TEST_P(TransferTest, AFF_LAYOUT_StridesDifferFromThePlansAllRefuse) {
+    layout_differs(*this, "the plan made for dense targets on rank 1", [](xmc_plan_layout &l) {
+        int64_t stride = 1;
+        for (int d = l.target.ndim; d-- > 0;) l.target.strides[d] = stride, stride *= l.target.shape[d];
+    });
+    layout_differs(*this, "the plan made for one source stride doubled on rank 1",
+                   [](xmc_plan_layout &l) { l.source.strides[0] *= 2; });
+}
+
+TEST_P(TransferTest, AFF_LAYOUT_MemoryKindDiffersFromThePlansAllRefuse) {
+    layout_differs(*this, "the plan made for another kind of target memory on rank 1", [](xmc_plan_layout &l) {
+        l.target.kind = l.target.kind == XMC_MEM_DEVICE ? XMC_MEM_HOST : XMC_MEM_PINNED;
+    });
+    layout_differs(*this, "the plan made for registered source memory on rank 1",
+                   [](xmc_plan_layout &l) { l.source.kind = XMC_MEM_REGISTERED; });
+}
+
+TEST_P(TransferTest, AFF_LAYOUT_ElementCountDiffersFromThePlansAllRefuse) {
+    layout_differs(*this, "the plan made for a target one row longer on rank 1",
+                   [](xmc_plan_layout &l) { l.target.shape[0] += 1; });
+    layout_differs(*this, "the plan made for a source with an offset one element later on rank 1",
+                   [](xmc_plan_layout &l) { l.source.offset += 1; });
+}
+
+TEST_P(TransferTest, AFF_LAYOUT_ElementSizeDiffersFromThePlansAllRefuse) {
+    layout_differs(*this, "the plan made for 8-byte elements on rank 1", [](xmc_plan_layout &l) { l.elem_size = 8; });
+}
+
+// Ranks whose callers give different layouts for the same plan refuse as for differing plans.
+TEST_P(TransferTest, AFF_LAYOUT_RanksGivenDifferentLayoutsAllRefuse) {
+    const Case c = mixed_case(4096);
+    RunSpec spec;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    spec.tweak_layouts = [](const RankEnv &env, std::vector<xmc_plan_layout> &layouts) {
+        if (env.world_rank != kBadRank) return;
+        for (xmc_plan_layout &l : layouts)
+            if (l.rank == 0) l.target.offset += 1;  // another rank's entry, as this rank's caller believes it
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        refused_before_any_message(r, f);
+    })));
+}
+
+// ===================== AFF-STAGING-REUSE =====================
+
+// World rank 0 sends its strided source (every chunk packed into its outgoing staging) to world
+// rank 1 in several chunks, over a transport that reads each send's buffer late and delivers every
+// other message after the one sent after it. Staging reused before the send that reads it
+// returned, or a receive that assumes delivery in order, corrupts the target.
+TEST_P(TransferTest, AFF_STAGING_REUSE_LateReadsAndReorderedDeliveryLeaveTargetsExact) {
+    const int w = world().size();
+    std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
+    on_first[0] = on_second[1] = 24;
+    Case c = make_case(aff::split_sizes({24}, 0, on_first, labels_of(w)), aff::split_sizes({24}, 0, on_second, labels_of(w)),
+                       4, 48);  // 2 chunks of 12 elements
+    c.src_layout[0] = make_layout({24}, {0}, 2, 0, 1, 1);  // every other element: packed, never sent in place
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.delay_ms = 400;  // far longer than any send takes on a loaded machine
+        spec.op_timeout_ms = 40000;
+        spec.deadline_ms = 90000;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [p](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+            // With several chunks on the transport, one overtook another: the test tested.
+            if (p == XMC_PATH_STAGED && env.world_rank == 0 && r.rec->peers.size() > 1 && r.rec->peers[1].sends >= 2 &&
+                r.overtaken == 0)
+                f.push_back("the delaying transport delivered nothing out of order: the test did not test");
+        }))) << "path " << path_str(p);
+    }
+}
+
+// Every pair both ways, small chunks, holey targets, over the late and reordering transport.
+TEST_P(TransferTest, AFF_STAGING_REUSE_BothDirectionsOverALateReorderingTransport) {
+    Case c = mixed_case(20);
+    for (const auto &r : c.target.ranks) c.tgt_layout[r.rank] = holey_layout(r.shard_shape);
+    for (const auto &r : c.source.ranks) c.src_layout[r.rank] = holey_layout(r.shard_shape);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.delay_ms = 3;
+        spec.op_timeout_ms = 20000;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+        }))) << "path " << path_str(p);
+    }
+}
+
+// ===================== AFF-RESULT =====================
+
+TEST_P(TransferTest, AFF_RESULT_StatisticsAreThePlansTotalsOnEveryRank) {
+    check_property([] { return gen_case(1, world().size()); },
+                   [](const RankEnv &, const RankResult &r, Failures &f) {
+                       status_ok(r, f);
+                       arrived(r, f);
+                       result_is_the_plan(r, f);
+                   });
+}
+
+// World rank 0's messages never arrive (its transport answers every send as done): the ranks
+// waiting for its chunks fail within the bound of AFF-NO-HANG, and so does rank 0 itself: none
+// reports success.
+TEST_P(TransferTest, AFF_RESULT_PeerThatNeverSendsIsAnErrorNeverASuccess) {
+    const Case c = mixed_case(16);
+    RunSpec spec;
+    spec.path = XMC_PATH_STAGED;  // the path whose data are messages
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    spec.drop_sends = [](const RankEnv &env) { return env.world_rank == 0; };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        failed_in_time(r, f);
+    })));
+}
+
+// Every rank frees (or overwrites) its source as soon as its own call returns: a rank returns only
+// once every byte it sent has arrived, so what the others received is still exact. Over the fake
+// driver every device copy is held back 50 ms, so a reader that reports success before its copies
+// ran is caught.
+TEST_P(TransferTest, AFF_RESULT_SourcesFreedOnReturnLeaveTargetsExact) {
+    std::string why;
+    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
+    const char *slow = "exec_delay:cuMemcpyAsync:50ms; exec_delay:cuMemcpy2DAsync:50ms; "
+                       "exec_delay:cuMemcpy3DAsync:50ms; exec_delay:cuMemcpyPeerAsync:50ms; "
+                       "exec_delay:cuMemcpy3DPeerAsync:50ms";
+    const Case c = mixed_case(4096);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.freed_on_return = true;
+        if (dc) {
+            ASSERT_EQ(dc->set_faults(slow), 0) << "the fake refused the delay script";
+        }
+        const Failures f = run(c, spec, [](const RankEnv &, const RankResult &r, Failures &out) {
+            status_ok(r, out);
+            arrived(r, out);
+        });
+        if (dc) dc->set_faults(nullptr);
+        EXPECT_TRUE(all_ranks_passed(f)) << "path " << path_str(p);
+    }
+}
 
 XMC_INSTANTIATE_FOR_BACKENDS(TransferTest);
 // HostileTest is instantiated by xmc (suites.cpp); xmc_multirank, which

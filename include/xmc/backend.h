@@ -288,6 +288,39 @@ typedef struct xmc_group {
     uint32_t timeout_ms;     /* AFF-NO-HANG bound */
 } xmc_group;
 
+/* (0.2) The data path a rank takes to one peer (AFF-PATH). In a request, XMC_PATH_AUTO lets the
+ * backend choose per peer from what both ends can do; any other value forces that path to every
+ * peer, and a pair that cannot take it is refused by every rank before any write. In a report,
+ * XMC_PATH_AUTO marks the rank's own position. */
+typedef enum xmc_path {
+    XMC_PATH_AUTO = 0,
+    XMC_PATH_DIRECT = 1,  /* device copies from the peer's buffer, in one address space */
+    XMC_PATH_IPC = 2,     /* device copies from the peer's buffer mapped by IPC, within a node */
+    XMC_PATH_NCCL = 3,    /* NCCL send/receive through device staging */
+    XMC_PATH_STAGED = 4,  /* the group's transport, through host staging */
+    XMC_PATH_COUNT_ = 5
+} xmc_path;
+
+/* (0.2) One side of the layout a plan was made for (AFF-LAYOUT): how that rank's shard sits in its
+ * buffer, as in xmc_shard_buffer. The executor refuses a buffer whose memory kind, shard shape
+ * (and so element count), offset or strides differ from it. */
+typedef struct xmc_shard_layout {
+    int32_t present;       /* 1: the rank holds a shard on this side (then the buffer must too) */
+    xmc_mem_kind kind;
+    int32_t ndim;
+    int64_t shape[XMC_MAX_DIMS];
+    int64_t offset;
+    int64_t strides[XMC_MAX_DIMS];
+} xmc_shard_layout;
+
+/* (0.2) The layout of one rank of the plan: its source and target and the element size. */
+typedef struct xmc_plan_layout {
+    int32_t rank;          /* rank label */
+    uint64_t elem_size;
+    xmc_shard_layout source;
+    xmc_shard_layout target;
+} xmc_plan_layout;
+
 typedef struct xmc_transfer_args {
     uint32_t struct_size;
     xmc_plan_view plan;
@@ -297,7 +330,16 @@ typedef struct xmc_transfer_args {
     uint64_t staging_budget;  /* bytes per peer direction */
     const xmc_group *group;
     xmc_stream *stream;       /* may be NULL for host buffers */
+    /* ---- (0.2) read only when struct_size covers them (XMC_TRANSFER_ARGS_SIZE_V1: without them) */
+    xmc_path path;            /* XMC_PATH_AUTO, or the path forced to every peer */
+    xmc_path *peer_paths;     /* NULL, or group->size entries: the path taken to each peer position,
+                                 written on success and on refusals that got that far (else AUTO) */
+    const xmc_plan_layout *layouts;  /* the layouts the plan was made for, one per rank label that
+                                        holds a shard; NULL: the plan carries none (no check) */
+    size_t layout_count;
 } xmc_transfer_args;
+/* The size of xmc_transfer_args of ABI version 1 (before the 0.2 members). */
+#define XMC_TRANSFER_ARGS_SIZE_V1 offsetof(xmc_transfer_args, path)
 
 typedef struct xmc_transfer_stats {
     uint64_t segments;

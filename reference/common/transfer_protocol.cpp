@@ -3,9 +3,13 @@
 // the host's contract; what touches memory is the backend's (Executor, Stager).
 #include "transfer_protocol.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <new>
 #include <random>
 #include <string>
@@ -161,7 +165,199 @@ void set_reason(TransferVote &v, const std::string &why) {
     std::snprintf(v.reason, sizeof v.reason, "%s", why.c_str());
 }
 
+std::string dims(int ndim, const int64_t *v) {
+    std::string s = "[";
+    for (int d = 0; d < ndim; ++d) s += (d ? ", " : "") + to_string(v[d]);
+    return s + "]";
+}
+
+// AFF-LAYOUT: one side of this rank's request against the layout the plan was made for.
+std::string check_side_layout(const xmc_shard_buffer &b, const xmc_shard_layout &l, const std::string &side) {
+    const bool has = b.ptr != nullptr;
+    if (has != (l.present != 0))
+        return has ? "the plan was made without a " + side + " shard on this rank, and a " + side + " buffer is given"
+                   : "";  // a missing buffer the plan needs is refused as a missing binding
+    if (!has) return "";
+    const std::string made = "; the plan was made for ";
+    if (b.kind != l.kind)
+        return side + " buffer is memory kind " + to_string(int(b.kind)) + made + to_string(int(l.kind));
+    if (b.ndim != l.ndim || l.ndim < 0 || l.ndim > XMC_MAX_DIMS)
+        return side + " buffer has " + to_string(b.ndim) + " dims" + made + to_string(l.ndim);
+    if (!std::equal(b.shape, b.shape + b.ndim, l.shape))
+        return side + " buffer's shard shape " + dims(b.ndim, b.shape) + " (its element count) differs" + made +
+               dims(l.ndim, l.shape);
+    if (b.offset != l.offset)
+        return side + " buffer's offset " + to_string(b.offset) + " differs" + made + to_string(l.offset);
+    if (!std::equal(b.strides, b.strides + b.ndim, l.strides))
+        return side + " buffer's strides " + dims(b.ndim, b.strides) + " differ" + made + dims(l.ndim, l.strides);
+    return "";
+}
+
+// AFF-LAYOUT: this rank's buffers and element size against its entry of the plan's layouts (none
+// given: nothing to check). Returns why it refuses, or "".
+std::string check_layout(const xmc_transfer_args &a, const xmc_plan_layout *layouts, size_t count) {
+    if (!layouts) return count == 0 ? "" : "the plan says it has " + to_string(count) + " layouts but gives none";
+    const int32_t me = a.group->ranks[a.group->my_index];
+    const xmc_plan_layout *mine = nullptr;
+    for (size_t i = 0; i < count; ++i) {
+        if (layouts[i].rank != me) continue;
+        if (mine) return "the plan's layouts name rank " + to_string(me) + " twice";
+        mine = &layouts[i];
+    }
+    if (!mine) {
+        if (!a.source.ptr && !a.target.ptr) return "";
+        return "the plan's layouts have no entry for rank " + to_string(me) + ", which gives buffers";
+    }
+    if (mine->elem_size != a.elem_size)
+        return "element size " + to_string(a.elem_size) + " B; the plan was made for " +
+               to_string(mine->elem_size) + " B";
+    if (std::string why = check_side_layout(a.source, mine->source, "source"); !why.empty()) return why;
+    return check_side_layout(a.target, mine->target, "target");
+}
+
+// The bytes of this rank's local segments.
+uint64_t local_bytes(const Work &w, size_t elem) {
+    uint64_t n = 0;
+    for (const auto &[s, t] : w.local) {
+        int64_t volume = 0;
+        shard_numel(s.ndim, s.ext, &volume);
+        n += uint64_t(volume) * elem;
+    }
+    return n;
+}
+
+// For every pair of positions: true when a non-empty segment goes one way or the other (row-major).
+std::vector<char> exchanging_pairs(const xmc_transfer_args &a) {
+    const xmc_group &g = *a.group;
+    const size_t n = size_t(g.size);
+    std::map<int32_t, size_t> pos;
+    for (size_t k = 0; k < n; ++k) pos[g.ranks[k]] = k;
+    std::vector<char> pairs(n * n, 0);
+    for (size_t i = 0; a.plan.segments && i < a.plan.segment_count; ++i) {
+        const xmc_segment &s = a.plan.segments[i];
+        int64_t volume = 0;
+        if (s.ndim < 0 || s.ndim > XMC_MAX_DIMS || !shard_numel(s.ndim, s.extents, &volume) || volume == 0) continue;
+        auto src = pos.find(s.src_rank), tgt = pos.find(s.tgt_rank);
+        if (src == pos.end() || tgt == pos.end() || src->second == tgt->second) continue;
+        pairs[src->second * n + tgt->second] = pairs[tgt->second * n + src->second] = 1;
+    }
+    return pairs;
+}
+
+// AFF-PATH: the path table from every rank's offer (every rank computes the same one), or why no
+// table can be agreed on. `mine_why` explains this rank's own missing paths.
+std::string path_table(const xmc_transfer_args &a, const std::vector<PathOffer> &offers, Work &w,
+                       const std::string mine_why[XMC_PATH_COUNT_]) {
+    const xmc_group &g = *a.group;
+    const size_t n = size_t(g.size);
+    const std::vector<char> pairs = exchanging_pairs(a);
+    w.table.assign(n * n, XMC_PATH_AUTO);
+    std::string first_why;
+    for (size_t i = 0; i < n; ++i)
+        for (size_t j = 0; j < n; ++j) {
+            if (!pairs[i * n + j]) continue;
+            std::string why;
+            w.table[i * n + j] = choose_path(offers[i], offers[j], g.ranks[i], g.ranks[j], &why);
+            if (w.table[i * n + j] == XMC_PATH_AUTO && first_why.empty()) {
+                const int32_t f = offers[i].forced;
+                const bool about_me = int(i) == w.me || int(j) == w.me;
+                first_why = why;
+                if (about_me && f > XMC_PATH_AUTO && f < XMC_PATH_COUNT_ && !(offers[size_t(w.me)].can & path_bit(xmc_path(f))) &&
+                    !mine_why[f].empty())
+                    first_why += " (" + mine_why[f] + ")";
+            }
+        }
+    if (!first_why.empty()) return first_why;
+    for (size_t i = 0; i < n; ++i)
+        for (size_t j = i + 1; j < n; ++j)
+            if (w.table[i * n + j] != w.table[j * n + i])
+                return "rank " + to_string(g.ranks[i]) + " takes path " + path_name(w.table[i * n + j]) + " to rank " +
+                       to_string(g.ranks[j]) + ", which takes path " + path_name(w.table[j * n + i]) + " back";
+    return "";
+}
+
+uint64_t paths_digest(const std::vector<xmc_path> &table) {
+    Fnv f;
+    f.word(0x786d632d70747331ull);  // "xmc-pts1": format tag
+    f.word(table.size());
+    for (xmc_path p : table) f.word(uint64_t(p));
+    return f.h;
+}
+
+uint64_t fnv_bytes(uint64_t h, const void *p, size_t n) {
+    const auto *b = static_cast<const unsigned char *>(p);
+    for (size_t i = 0; i < n; ++i) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
 }  // namespace
+
+std::string path_name(int32_t p) {
+    switch (p) {
+    case XMC_PATH_AUTO: return "auto";
+    case XMC_PATH_DIRECT: return "direct";
+    case XMC_PATH_IPC: return "ipc";
+    case XMC_PATH_NCCL: return "nccl";
+    case XMC_PATH_STAGED: return "staged";
+    default: return "path " + to_string(p);
+    }
+}
+
+uint64_t process_token() {
+    static const uint64_t token = [] {
+        std::random_device rd;
+        return (uint64_t(rd()) << 32 ^ rd()) ^ (uint64_t(::getpid()) << 17);
+    }();
+    return token;
+}
+
+uint64_t node_token() {
+    static const uint64_t token = [] {
+        uint64_t h = 0xcbf29ce484222325ull;
+        char boot[64] = {};
+        if (int fd = ::open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC); fd >= 0) {
+            const ssize_t k = ::read(fd, boot, sizeof boot - 1);
+            ::close(fd);
+            if (k > 0) h = fnv_bytes(h, boot, size_t(k));
+        }
+        char host[256] = {};
+        if (::gethostname(host, sizeof host - 1) == 0) h = fnv_bytes(h, host, std::strlen(host));
+        return h;
+    }();
+    return token;
+}
+
+xmc_path choose_path(const PathOffer &from, const PathOffer &to, int32_t from_label, int32_t to_label,
+                     std::string *why) {
+    const bool same_process = from.process == to.process, same_node = from.node == to.node;
+    auto fits = [&](xmc_path p, std::string *not_why) {
+        if (!(from.can & path_bit(p))) return *not_why = "rank " + to_string(from_label) + " cannot take path " + path_name(p), false;
+        if (!(to.can & path_bit(p))) return *not_why = "rank " + to_string(to_label) + " cannot take path " + path_name(p), false;
+        if (p == XMC_PATH_DIRECT && !same_process)
+            return *not_why = "path direct needs one address space, and ranks " + to_string(from_label) + " and " +
+                              to_string(to_label) + " are in two processes", false;
+        if (p == XMC_PATH_IPC && (same_process || !same_node))
+            return *not_why = "path ipc is for two processes of one node, and ranks " + to_string(from_label) + " and " +
+                              to_string(to_label) + (same_process ? " share a process" : " are on two nodes"), false;
+        return true;
+    };
+    if (from.forced != XMC_PATH_AUTO) {
+        if (from.forced <= XMC_PATH_AUTO || from.forced >= XMC_PATH_COUNT_) {
+            *why = "rank " + to_string(from_label) + " forces " + path_name(from.forced) + ", which is no path";
+            return XMC_PATH_AUTO;
+        }
+        std::string not_why;
+        if (fits(xmc_path(from.forced), &not_why)) return xmc_path(from.forced);
+        *why = "rank " + to_string(from_label) + " forces path " + path_name(from.forced) + " to rank " +
+               to_string(to_label) + ", which they cannot take: " + not_why;
+        return XMC_PATH_AUTO;
+    }
+    std::string not_why;
+    for (xmc_path p : {XMC_PATH_DIRECT, XMC_PATH_IPC, XMC_PATH_NCCL, XMC_PATH_STAGED})
+        if (fits(p, &not_why)) return p;
+    *why = "no data path fits ranks " + to_string(from_label) + " and " + to_string(to_label) + ": " + not_why;
+    return XMC_PATH_AUTO;
+}
 
 bool next(int64_t *idx, const int64_t *ext, int m) {
     for (int d = m - 1; d >= 0; --d) {
@@ -406,19 +602,29 @@ struct Direction {
     // Incoming: receives the next chunk, into the target itself or into the arena (unpack() then
     // copies it to the target).
     xmc_status recv() {
+        char *to = recv_at();
+        if (int rc = tp.recv(tp.ctx, p, to, next_chunk(), tag++)) return transport_status(rc);
+        received();
+        return XMC_OK;
+    }
+    // Where the next chunk is to be received: the target itself, or the arena.
+    char *recv_at() {
         const size_t chunk = next_chunk();
         char *to = nullptr;
         if (runs.left() >= chunk) to = sg.target_bytes(runs.at(), chunk);
         staged = to == nullptr;
         if (staged) to = sg.arena(true);
-        if (int rc = tp.recv(tp.ctx, p, to, chunk, tag++)) return transport_status(rc);
+        return to;
+    }
+    // The chunk recv_at() named has arrived.
+    void received() {
+        const size_t chunk = next_chunk();
         if (!staged) {
             count_piece(true);
             runs.take(chunk);
         }
         pending = staged ? chunk : 0;
         account(chunk);
-        return XMC_OK;
     }
     xmc_status unpack() {
         if (pending == 0) return XMC_OK;
@@ -501,6 +707,24 @@ uint64_t transfer_digest(const xmc_transfer_args &a) {
     f.word(a.staging_budget);
     f.word(uint64_t(a.group->size));
     for (int k = 0; k < a.group->size; ++k) f.word(uint64_t(int64_t(a.group->ranks[k])));
+    // AFF-LAYOUT, AFF-AGREE: the layouts the plan was made for (from ABI 0.2 callers).
+    if (a.struct_size >= sizeof(xmc_transfer_args) && a.layouts) {
+        f.word(a.layout_count);
+        for (size_t i = 0; i < a.layout_count; ++i) {
+            const xmc_plan_layout &l = a.layouts[i];
+            f.word(uint64_t(int64_t(l.rank)));
+            f.word(l.elem_size);
+            for (const xmc_shard_layout *side : {&l.source, &l.target}) {
+                const int nd = std::clamp(side->ndim, 0, XMC_MAX_DIMS);
+                for (int64_t x : {int64_t(side->present), int64_t(side->kind), int64_t(side->ndim), side->offset})
+                    f.word(uint64_t(x));
+                for (int d = 0; d < nd; ++d) {
+                    f.word(uint64_t(side->shape[d]));
+                    f.word(uint64_t(side->strides[d]));
+                }
+            }
+        }
+    }
     return f.h;
 }
 
@@ -508,10 +732,19 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
     // Step 1: without a usable group no peer can be told, so these fail here alone.
     if (!args || !stats) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: NULL args or stats", kCall);
     *stats = xmc_transfer_stats{};
-    if (args->struct_size < sizeof(xmc_transfer_args))
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: struct_size %u < %zu", kCall,
-                        args->struct_size, sizeof(xmc_transfer_args));
-    const xmc_group *g = args->group;
+    // ABI 0.2 appended members: a caller of ABI version 1 gives exactly the old structure (the new
+    // members then read as zero: no forced path, no report, no layouts); any other size below the
+    // whole structure cuts a member.
+    if (args->struct_size != XMC_TRANSFER_ARGS_SIZE_V1 && args->struct_size < sizeof(xmc_transfer_args))
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: struct_size %u is neither %zu (ABI 1) nor >= %zu",
+                        kCall, args->struct_size, size_t(XMC_TRANSFER_ARGS_SIZE_V1), sizeof(xmc_transfer_args));
+    xmc_transfer_args a{};
+    std::memcpy(&a, args, std::min<size_t>(args->struct_size, sizeof a));
+    a.struct_size = args->struct_size < sizeof a ? args->struct_size : uint32_t(sizeof a);
+    // AFF-PATH: a forced path outside the enum is no request at all.
+    if (a.path < XMC_PATH_AUTO || a.path >= XMC_PATH_COUNT_)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: path %d is no xmc_path", kCall, int(a.path));
+    const xmc_group *g = a.group;
     if (!g || !g->ranks || g->size < 1 || g->my_index < 0 || g->my_index >= g->size || !g->transport ||
         !g->transport->send || !g->transport->recv || !g->transport->all_gather)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall,
@@ -530,23 +763,57 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
     const xmc_transport &tp = *g->transport;
     const char *tp_name = tp.name ? tp.name : "?";
     const int32_t my_label = g->ranks[g->my_index];
+    // AFF-PATH: the report starts as "no path" for every position.
+    if (a.peer_paths) std::fill(a.peer_paths, a.peer_paths + g->size, XMC_PATH_AUTO);
 
     try {
         // Step 2.
         Work w;
-        const std::string why = check_request(*args, w, ex);
+        std::string why = check_request(a, w, ex);
+        if (why.empty()) why = check_layout(a, a.layouts, a.layout_count);
+        w.local_bytes = local_bytes(w, a.elem_size);
+
+        // Step 3: offers (AFF-PATH). Every rank offers, refused or not, so that every rank takes
+        // part in every gather of the call.
+        std::string why_not[XMC_PATH_COUNT_];
+        PathOffer offer{};
+        offer.magic = kOfferMagic;
+        offer.process = process_token();
+        offer.node = node_token();
+        offer.index = g->my_index;
+        offer.forced = int32_t(a.path);
+        offer.can = why.empty() ? ex.paths(a, why_not) : 0;
+        offer.refused = why.empty() ? 0 : 1;
+        std::vector<PathOffer> offers(size_t(g->size));
+        xmc_status s = transport_status(tp.all_gather(tp.ctx, &offer, offers.data(), sizeof offer, g->timeout_ms));
+        if (s != XMC_OK)
+            return be::fail(inst, s, 0, kCall, "%s: rank %d: offering data paths over transport '%s' failed: %s within %u ms",
+                            kCall, my_label, tp_name, xmc_status_string(s), g->timeout_ms);
+        bool peer_refuses = false;  // then its vote says why, and no path table is needed
+        for (int k = 0; k < g->size && why.empty(); ++k) {
+            if (offers[size_t(k)].magic != kOfferMagic || offers[size_t(k)].index != k)
+                why = "the rank at group position " + to_string(k) + " offered no data paths this executor reads";
+            peer_refuses = peer_refuses || offers[size_t(k)].refused;
+        }
+        if (why.empty() && !peer_refuses) why = path_table(a, offers, w, why_not);
+        if (why.empty() && !peer_refuses) {
+            w.path.assign(size_t(g->size), XMC_PATH_AUTO);
+            for (int p = 0; p < g->size; ++p) w.path[size_t(p)] = w.table[size_t(w.me) * size_t(g->size) + size_t(p)];
+            if (a.peer_paths) std::copy(w.path.begin(), w.path.end(), a.peer_paths);
+        }
 
         // AFF-AGREE, AFF-REFUSE-BEFORE-WRITE: all ranks vote, refused or not, before any writes.
-        // Step 3: agreement. The nonces make this call's message tags differ from any earlier call's.
+        // Step 4: agreement. The nonces make this call's message tags differ from any earlier call's.
         TransferVote mine{};
-        mine.digest = transfer_digest(*args);
+        mine.digest = transfer_digest(a);
         mine.nonce = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
+        mine.paths = paths_digest(w.table);
         mine.index = g->my_index;
         mine.label = my_label;
         mine.refused = why.empty() ? 0 : 1;
         set_reason(mine, why);
         std::vector<TransferVote> votes(size_t(g->size));
-        xmc_status s = transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
+        s = transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
         if (s != XMC_OK)
             return be::fail(inst, s, 0, kCall, "%s: rank %d: the agreement over transport '%s' failed: %s within %u ms",
                             kCall, my_label, tp_name, xmc_status_string(s), g->timeout_ms);
@@ -556,7 +823,7 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         for (int k = 0; k < g->size; ++k) {
             const TransferVote &v = votes[size_t(k)];
             if (v.refused)
-                return be::fail(inst, XMC_ERR_REFUSED, 0, kCall, "%s: refused because rank %d refused: %.172s", kCall,
+                return be::fail(inst, XMC_ERR_REFUSED, 0, kCall, "%s: refused because rank %d refused: %.156s", kCall,
                                 v.label, v.reason);
             if (v.index != k)
                 return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
@@ -565,28 +832,46 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
             // AFF-AGREE: a rank whose request differs makes every rank refuse.
             if (v.digest != votes[0].digest)
                 return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
-                                "%s: refused: rank %d's request differs from rank %d's (plan, element size, budget "
-                                "or group)", kCall, v.label, votes[0].label);
+                                "%s: refused: rank %d's request differs from rank %d's (plan, layouts, element size, "
+                                "budget or group)", kCall, v.label, votes[0].label);
+            // AFF-PATH: so does a rank that computed other data paths (another rule, another build).
+            if (v.paths != votes[0].paths)
+                return be::fail(inst, XMC_ERR_REFUSED, 0, kCall,
+                                "%s: refused: rank %d's data paths differ from rank %d's for the same offers", kCall,
+                                v.label, votes[0].label);
             call.word(v.nonce);
         }
 
-        // Step 4. Tags: the call's id in the high half, the chunk number in the low half.
-        s = ex.move(*args, w, call.h << 32, *stats);
+        // Step 5. Tags: the call's id in the high half, the chunk number in the low half.
+        s = ex.move(a, w, call.h << 32, *stats);
         // AFF-ACCOUNT: the segments this rank read or wrote.
         stats->segments = w.segments;
         // A backend's own failure (a driver call, not the transport) keeps its detail and code.
         xmc_error_info own{};
         const bool backend_failed = s != XMC_OK && s != XMC_ERR_TIMEOUT && s != XMC_ERR_PEER_FAILED;
         if (backend_failed) be::last_error(inst, &own);
+        // Step 6 (AFF-RESULT): success only with every byte of the plan moved.
+        std::string short_by;
+        if (s == XMC_OK) {
+            uint64_t out = 0, in = 0;
+            for (int p = 0; p < g->size; ++p) out += w.out_bytes[size_t(p)], in += w.in_bytes[size_t(p)];
+            if (stats->bytes_received != in || stats->bytes_sent != out || stats->bytes_copied_locally != w.local_bytes)
+                short_by = "rank " + to_string(my_label) + " moved " + to_string(stats->bytes_received) + " B in, " +
+                           to_string(stats->bytes_sent) + " B out and " + to_string(stats->bytes_copied_locally) +
+                           " B locally; the plan moves " + to_string(in) + ", " + to_string(out) + " and " +
+                           to_string(w.local_bytes);
+        }
 
         // AFF-NO-HANG: a failure on one rank reaches every rank, in a bounded vote.
-        // Step 5: every rank learns whether every rank succeeded.
+        // Step 7: every rank learns whether every rank succeeded.
         TransferVote done{};
         done.digest = mine.digest;
+        done.paths = mine.paths;
         done.index = g->my_index;
         done.label = my_label;
-        done.refused = s == XMC_OK ? 0 : 1;
-        set_reason(done, s == XMC_OK       ? ""
+        done.refused = s == XMC_OK && short_by.empty() ? 0 : 1;
+        done.native = backend_failed ? own.native_code : 0;
+        set_reason(done, s == XMC_OK       ? short_by
                          : backend_failed ? std::string(own.message)
                                           : std::string("transport ") + xmc_status_string(s));
         const xmc_status gs = transport_status(tp.all_gather(tp.ctx, &done, votes.data(), sizeof done, g->timeout_ms));
@@ -596,13 +881,16 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         if (s != XMC_OK)
             return be::fail(inst, s, 0, kCall, "%s: rank %d: moving data over transport '%s' failed: %s", kCall,
                             my_label, tp_name, xmc_status_string(s));
+        if (!short_by.empty())
+            return be::fail(inst, XMC_ERR_PEER_FAILED, 0, kCall, "%s: %s", kCall, short_by.c_str());
         if (gs != XMC_OK)
             return be::fail(inst, gs, 0, kCall, "%s: rank %d: the completion vote over transport '%s' failed: %s",
                             kCall, my_label, tp_name, xmc_status_string(gs));
+        // AFF-NO-HANG: a peer's failure reaches this rank with the peer's native code.
         for (const TransferVote &v : votes)
             if (v.refused)
-                return be::fail(inst, XMC_ERR_PEER_FAILED, 0, kCall, "%s: rank %d failed: %.172s", kCall, v.label,
-                                v.reason);
+                return be::fail(inst, XMC_ERR_PEER_FAILED, v.native, kCall, "%s: rank %d failed: %.156s", kCall,
+                                v.label, v.reason);
         return be::ok();
     } catch (const std::bad_alloc &) {
         return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, kCall, "%s: rank %d: out of host memory", kCall, my_label);

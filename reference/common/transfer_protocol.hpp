@@ -8,12 +8,21 @@
 //  1. The group must be usable; if not, XMC_ERR_INVALID_ARGUMENT at once (no peer can be told).
 //  2. This rank checks its own request against the plan (check_request, then the backend's
 //     prepare: staging, stream synchronization). Nothing is written.
-//  3. Agreement: every rank contributes a TransferVote (a digest of plan, element size, budget and
-//     group, and its own verdict). All ranks refuse if any rank refused or any digest differs, so
-//     they refuse together before anyone writes (AFF-AGREE, AFF-REFUSE-BEFORE-WRITE).
-//  4. The backend moves the data (Executor::move): local segments, then peers, the staged ones
-//     through exchange() in a fixed pairwise schedule, in chunks of at most `budget` bytes.
-//  5. Completion: a second vote, so that a failure on one rank reaches every rank (AFF-NO-HANG).
+//  3. Paths (AFF-PATH): every rank offers what it can do (a PathOffer: its process and node, the
+//     paths its buffers and libraries allow, the path its caller forced), and from the offers
+//     every rank computes the path each rank takes to each peer it exchanges data with
+//     (choose_paths): all ranks compute the same table, so a pair whose two ends would take
+//     different paths, or a forced path a pair cannot take, is seen by every rank.
+//  4. Agreement: every rank contributes a TransferVote (a digest of plan, element size, budget,
+//     group and layouts, a digest of the path table, and its own verdict). All ranks refuse if any
+//     rank refused or any digest differs, so they refuse together before anyone writes (AFF-AGREE,
+//     AFF-REFUSE-BEFORE-WRITE, AFF-LAYOUT, AFF-PATH).
+//  5. The backend moves the data (Executor::move) on each peer's path: local segments, then peers,
+//     the staged ones through exchange() in a fixed pairwise schedule, in chunks of at most
+//     `budget` bytes.
+//  6. Result (AFF-RESULT): the bytes this rank reports sent, received and copied locally must be
+//     the plan's totals for it, or it fails.
+//  7. Completion: a second vote, so that a failure on one rank reaches every rank (AFF-NO-HANG).
 //
 // Transports return 0 or an xmc_status; XMC_ERR_TIMEOUT means their bound ran out. Every transport
 // operation is bounded (send and recv by the transport, all_gather by the group's timeout), so a
@@ -36,13 +45,44 @@ namespace xmc::transfer {
 struct TransferVote {
     uint64_t digest;   // transfer_digest() of the sender's request
     uint64_t nonce;    // random per call: the call's message tags derive from every rank's nonce
+    uint64_t paths;    // paths_digest() of the path table the sender computed (AFF-PATH)
+    int64_t native;    // completion: the native code of the sender's failure (0: none)
     int32_t index;     // the group position the sender believes it holds
     int32_t label;     // the sender's rank label
     int32_t refused;   // 1 when the sender refused (agreement) or failed (completion)
-    char reason[172];  // why, NUL-terminated
+    char reason[156];  // why, NUL-terminated
 };
-// A digest of the plan's segments and digest, the element size, the staging budget and the group's labels.
+// A digest of the plan's segments, digest and layouts, the element size, the staging budget and
+// the group's labels. (The forced path is not in it: paths are agreed on as a table, AFF-PATH.)
 uint64_t transfer_digest(const xmc_transfer_args &args);
+
+// ---- data paths (AFF-PATH) ----
+
+// What a rank offers before the agreement (all_gather; its size differs from a vote's). Public,
+// like the votes: the self-test's broken executors read and rewrite offers on the wire.
+struct PathOffer {
+    uint64_t magic;    // kOfferMagic
+    uint64_t process;  // process_token(): equal tokens share an address space
+    uint64_t node;     // node_token(): equal tokens share a node
+    int32_t index;     // the group position the sender believes it holds
+    int32_t forced;    // the xmc_path its caller forced, XMC_PATH_AUTO for the backend's choice
+    uint32_t can;      // bit path_bit(p): the sender can take path p in this call
+    uint32_t refused;  // 1: the sender already refuses this request (its vote says why)
+};
+inline constexpr uint64_t kOfferMagic = 0x786d632d70617468ull;  // "xmc-path"
+static_assert(sizeof(PathOffer) != sizeof(TransferVote), "broken executors tell gathers apart by their size");
+inline constexpr uint32_t path_bit(xmc_path p) { return 1u << unsigned(p); }
+// "auto", "direct", "ipc", "nccl", "staged", or "path N" for a value outside the enum.
+std::string path_name(int32_t p);
+// This process as its peers see it: random per process (equal tokens share an address space).
+uint64_t process_token();
+// This node: the kernel's boot id and the host name (equal tokens can share device memory by IPC).
+uint64_t node_token();
+// The path position i takes to position j for one pair that exchanges data: the forced path of
+// i's caller when both ends can take it, else the first of direct (same process), IPC (same node,
+// other processes), NCCL, staged that both can take. XMC_PATH_AUTO with *why set: none fits.
+xmc_path choose_path(const PathOffer &from, const PathOffer &to, int32_t from_label, int32_t to_label,
+                     std::string *why);
 
 // One side of a segment placed on a buffer: element i of the box is at element index
 // base + sum(i[d] * stride[d]), counted from the buffer's pointer.
@@ -105,6 +145,12 @@ struct Work {
     std::vector<uint64_t> out_bytes, in_bytes;   // per peer position
     uint64_t segments = 0;                       // segments this rank reads or writes
     uint64_t chunk = 0;                          // staging a peer direction needs: min(budget, its bytes), max
+    uint64_t local_bytes = 0;                    // bytes of local segments
+    // AFF-PATH: per peer position, the agreed path to it (XMC_PATH_AUTO: no data either way, or
+    // this rank itself). Set before move().
+    std::vector<xmc_path> path;
+    // Every rank's path to every position, row-major (size * size), as every rank computed it.
+    std::vector<xmc_path> table;
 };
 
 // What a backend supplies to execute().
@@ -113,14 +159,18 @@ public:
     virtual ~Executor() = default;
     // Why this backend cannot use a buffer's memory (its kind, its device), or "".
     virtual std::string check_memory(const xmc_shard_buffer &b, const std::string &side) = 0;
+    // AFF-PATH: the paths this rank can take in this call (path_bit()s), after check_memory; for a
+    // path it cannot take, why not in why_not[path] (used when a forced path is refused).
+    virtual uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_]) = 0;
     // After the plan checks, before the agreement: allocate staging (w.chunk bytes at most per peer
     // direction) and wait for work queued on the caller's stream. Why it refuses, or "".
     virtual std::string prepare(const xmc_transfer_args &a, Work &w) = 0;
-    // Steps 4 and 5 once every rank agreed. `call_tag` is unique to the call (high 32 bits).
+    // Step 5 once every rank agreed: each peer's data on w.path[peer]. `call_tag` is unique to the
+    // call (high 32 bits). Before it returns, nothing it queued may still read or write a buffer.
     virtual xmc_status move(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st) = 0;
 };
 
-// The whole call (steps 1 to 5); the backend's entry point.
+// The whole call (steps 1 to 7); the backend's entry point.
 xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex);
 
 // The backend's side of staged transfers: moving bytes between its buffers and a staging arena.

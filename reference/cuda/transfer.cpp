@@ -12,14 +12,15 @@
 //    16 KiB go as 8 KiB sub-rows (faster on the H200). Between devices, the peer forms
 //    (cuMemcpyPeerAsync, cuMemcpy3DPeerAsync) name both contexts. When the rank also pulls from
 //    peers, its local copies run on a second stream of the same device, beside the pulls.
-//  - Peers in this process (same address space; the threads transport, or one process driving
+//  - Path direct (AFF-PATH; peers in this process: the threads transport, or one process driving
 //    several GPUs): after the agreement every rank gives every other, by all_gather, its process
 //    token and its source buffer; each target rank then pulls its segments straight from the
 //    peer's source with peer copies (peer access enabled where the devices allow it). No staging,
 //    nothing crosses the transport but the descriptors.
-//  - Peers in other processes: staged through pinned host memory (pin_alloc), at most
-//    min(budget, bytes) per peer direction, over the transport's send and recv, in the shared
-//    schedule (transfer::exchange). Correct, and as fast as the transport; NCCL is not used.
+//  - Path staged (peers in other processes, or any peer when the caller forces it): through
+//    pinned host memory (pin_alloc), at most min(budget, bytes) per peer direction, over the
+//    transport's send and recv, in the shared schedule (transfer::exchange). Correct, and as fast
+//    as the transport. IPC and NCCL are not implemented yet: forcing them is refused by every rank.
 // Before the agreement each rank waits for its stream, so every source is ready when the first
 // pull starts. Each rank waits for its stream again before the completion vote, and the vote is a
 // barrier: no rank returns while another still reads its source. A rank whose copies failed still
@@ -33,11 +34,8 @@
 #include "cuda.hpp"
 #include "transfer_protocol.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstring>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -47,15 +45,6 @@ namespace {
 constexpr const char *kCall = "transfer_execute";
 using std::to_string;
 using transfer::View;
-
-// This process, as every rank of a group sees it: equal tokens share an address space.
-uint64_t process_token() {
-    static const uint64_t token = [] {
-        std::random_device rd;
-        return (uint64_t(rd()) << 32 ^ rd()) ^ (uint64_t(::getpid()) << 17);
-    }();
-    return token;
-}
 
 // What a rank tells its peers once they agreed (all_gather; its size differs from a vote's).
 struct PeerInfo {
@@ -98,6 +87,14 @@ public:
         if (b.kind < XMC_MEM_HOST || b.kind > XMC_MEM_DEVICE)
             return side + " buffer has memory kind " + to_string(int(b.kind));
         return "";
+    }
+
+    // AFF-PATH: direct pulls (peers in this address space) and staging over the transport. IPC
+    // and NCCL are not implemented by this backend yet: a request forcing them is refused.
+    uint32_t paths(const xmc_transfer_args &, std::string why_not[XMC_PATH_COUNT_]) override {
+        why_not[XMC_PATH_IPC] = "the CUDA backend does not implement IPC transfers yet";
+        why_not[XMC_PATH_NCCL] = "the CUDA backend does not implement NCCL transfers yet";
+        return transfer::path_bit(XMC_PATH_DIRECT) | transfer::path_bit(XMC_PATH_STAGED);
     }
 
     std::string prepare(const xmc_transfer_args &a, transfer::Work &) override {
@@ -305,7 +302,7 @@ private:
         // takes part in this exchange whatever happens to its copies.
         PeerInfo mine{};
         mine.magic = kPeerMagic;
-        mine.process = process_token();
+        mine.process = transfer::process_token();
         mine.has_source = a.source.ptr ? 1 : 0;
         if (a.source.ptr) mine.source = a.source;
         mine.index = g.my_index;
@@ -322,7 +319,12 @@ private:
             if (pi.magic != kPeerMagic || pi.index != p)
                 return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall,
                                 "%s: rank %d's buffer descriptor is not this executor's", kCall, g.ranks[p]);
-            direct[size_t(p)] = p != w.me && pi.process == mine.process;
+            // AFF-PATH: the agreed path; direct needs the peer's buffer in this address space.
+            direct[size_t(p)] = p != w.me && w.path[size_t(p)] == XMC_PATH_DIRECT;
+            if (direct[size_t(p)] && pi.process != mine.process)
+                return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall,
+                                "%s: the agreed path to rank %d is direct, but it is in another process", kCall,
+                                g.ranks[p]);
         }
 
         // Local segments. When this rank also pulls from peers, they go on a second stream, so
@@ -372,7 +374,7 @@ private:
         // Peers in other processes: staged through pinned host memory, over the transport.
         uint64_t chunk = 0;
         for (int p = 0; p < g.size; ++p)
-            if (p != w.me && !direct[size_t(p)])
+            if (p != w.me && w.path[size_t(p)] == XMC_PATH_STAGED)
                 chunk = std::max({chunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
                                   std::min(a.staging_budget, w.in_bytes[size_t(p)])});
         // AFF-STAGING: pinned staging of min(budget, bytes) per direction, other processes only.
@@ -383,7 +385,8 @@ private:
             arena_ = static_cast<char *>(pr.base);
             chunk_ = size_t(chunk);
         }
-        return transfer::exchange(a, w, call_tag, st, *this, [&](int p) { return !direct[size_t(p)]; });
+        return transfer::exchange(a, w, call_tag, st, *this,
+                                  [&](int p) { return w.path[size_t(p)] == XMC_PATH_STAGED; });
     }
 
     // The stream the copies go on now: the call's, or the second one for local copies.

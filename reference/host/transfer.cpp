@@ -8,15 +8,22 @@
 //  1. The group must be usable; if not, XMC_ERR_INVALID_ARGUMENT at once (no peer can be told).
 //  2. This rank checks its own request against the plan and allocates its staging. Nothing is
 //     written.
-//  3. Agreement: every rank contributes a TransferVote (a digest of plan, element size, budget and
-//     group, and its own verdict). All ranks refuse if any rank refused or any digest differs, so
-//     they refuse together before anyone writes (AFF-AGREE, AFF-REFUSE-BEFORE-WRITE).
-//  4. Local segments are copied in place, one contiguous run at a time.
-//  5. Peers: pairs of ranks exchange data in a fixed schedule. The sender packs the bytes of its
+//  3. Paths (AFF-PATH): the host has one data path, staged over the group's transport; a request
+//     forcing another is refused by every rank.
+//  4. Agreement: every rank contributes a TransferVote (a digest of plan, layouts, element size,
+//     budget and group, of the path table, and its own verdict). All ranks refuse if any rank
+//     refused or any digest differs, so they refuse together before anyone writes (AFF-AGREE,
+//     AFF-REFUSE-BEFORE-WRITE, AFF-LAYOUT).
+//  5. Local segments are copied in place, one contiguous run at a time.
+//  6. Peers: pairs of ranks exchange data in a fixed schedule. The sender packs the bytes of its
 //     segments for that peer, in plan order, into chunks of exactly `budget` bytes (the last one may
 //     be shorter). The receiver unpacks each chunk straight into its target (AFF-STAGING). A chunk
 //     within one contiguous run is sent from the source, or received into the target, directly.
-//  6. Completion: a second vote, so that a failure on one rank reaches every rank (AFF-NO-HANG).
+//     AFF-STAGING-REUSE: the outgoing arena is packed again only after the transport's send of the
+//     chunk in it returned (a send reads its buffer until then), and the incoming one receives
+//     again only after the last chunk was unpacked from it: every copy here is synchronous.
+//  7. Result and completion: the bytes moved must be the plan's (AFF-RESULT), and a second vote
+//     makes a failure on one rank reach every rank (AFF-NO-HANG).
 //
 // Statistics: segments this rank reads or writes; chunks, the pieces of segments moved (a local
 // segment is one piece, a segment spread over k messages is k pieces); rounds, the messages sent
@@ -91,6 +98,12 @@ public:
         return "";
     }
 
+    uint32_t paths(const xmc_transfer_args &, std::string why_not[XMC_PATH_COUNT_]) override {
+        for (xmc_path p : {XMC_PATH_DIRECT, XMC_PATH_IPC, XMC_PATH_NCCL})
+            why_not[p] = "the host backend moves data over the group's transport only";
+        return transfer::path_bit(XMC_PATH_STAGED);
+    }
+
     std::string prepare(const xmc_transfer_args &a, transfer::Work &w) override {
         // AFF-STAGING: two arenas of Work::chunk, at most the budget each.
         if (t_arena.size < 2 * w.chunk) {  // one chunk to send, one received
@@ -132,7 +145,8 @@ public:
             }
         }
         if (!helper.joinable()) copy_all();
-        const xmc_status s = transfer::exchange(a, w, call_tag, st, *this, [](int) { return true; });
+        const xmc_status s =
+            transfer::exchange(a, w, call_tag, st, *this, [&](int p) { return w.path[size_t(p)] == XMC_PATH_STAGED; });
         if (helper.joinable()) helper.join();
         return s;
     }

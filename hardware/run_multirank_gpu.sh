@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The transfer bodies (AFF-*) with one rank per process, every process on GPU 0, on the real CUDA
+# driver (tier gpu1: two processes on one GPU):
+#   run_multirank_gpu.sh <path> <mpiexec> <np flag> <np> <xmc_multirank> [mpiexec flags...]
+# <path> is the data path the bodies run on (XMC_TRANSFER_PATH: staged, ipc, nccl; AFF-PATH fails
+# when the backend does not take it between these processes). Without a GPU it exits 77 (ctest:
+# skipped) and says why.
+set -uo pipefail
+path=$1 mpiexec=$2 npflag=$3 np=$4 bin=$5; shift 5
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
+if [ "${gpus:-0}" -lt 1 ]; then
+  echo "gpu1 multirank: skipped: needs a GPU, this machine has ${gpus:-0} (nvidia-smi)"
+  exit 77
+fi
+unset XMC_CUDA_DRIVER  # the real libcuda.so.1
+export XMC_TRANSFER_PATH=$path CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
+exec "$mpiexec" "$npflag" "$np" "$@" -x XMC_TRANSFER_PATH -x CUDA_VISIBLE_DEVICES "$bin" --backend cuda
