@@ -36,7 +36,7 @@ void fill_table(xmc_backend &table);
 // The entry points, one group per primitive, each in its file: backend.cpp
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
-#define XMC_HOST_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER)
+#define XMC_HOST_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(REGISTER_LARGE)
 XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
 
 // stream.cpp: appends `op` to stream `s` of `inst` (copy.cpp); refuses an unknown stream

@@ -45,7 +45,7 @@ namespace xmc::ze {
     X(zeCommandListCreateImmediate) X(zeCommandListDestroy) X(zeCommandListAppendSignalEvent)           \
     X(zeCommandListAppendWaitOnEvents) X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate)      \
     X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostSignal) X(zeEventHostReset)                \
-    X(zeMemAllocDevice)
+    X(zeMemAllocDevice) X(zeCommandListAppendEventReset)
 #define XMC_ZE_COPY(X) X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendMemoryCopyRegion)
 // Slots (vmm.cpp). Free device memory comes from Sysman (core Level Zero has
 // no such query); on a real driver Sysman answers only with
@@ -203,7 +203,7 @@ void fill_table(xmc_backend &table);
 // (INSTANCE), pin.cpp (PIN, PIN_REFS), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp. Declared from the one list in <xmc/backend.h>. No transfer
 // executor on Level Zero yet: the capability is not declared.
-#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM)
+#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(REGISTER_LARGE)
 XMC_ZE_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp
