@@ -69,7 +69,8 @@ XMC_FAKE_ZE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t,
                    t->pfnAppendMemoryCopy = CommandListAppendMemoryCopy;
                    t->pfnAppendMemoryCopyRegion = CommandListAppendMemoryCopyRegion;
                    t->pfnAppendSignalEvent = CommandListAppendSignalEvent;
-                   t->pfnAppendWaitOnEvents = CommandListAppendWaitOnEvents;)
+                   t->pfnAppendWaitOnEvents = CommandListAppendWaitOnEvents;
+                   t->pfnAppendEventReset = CommandListAppendEventReset;)
 
 XMC_FAKE_ZE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t,
                    t->pfnCreate = EventCreate;

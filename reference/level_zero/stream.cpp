@@ -3,9 +3,12 @@
 // context; appends to it are serialised (a command list is not thread-safe).
 //   - synchronize: append a signal of the stream's own event and wait for it
 //     on the host (the Debian loader has no zeCommandListHostSynchronize);
-//   - events: one event of a host-visible pool each; record = reset, then
-//     append a signal; wait = append a wait; an event never recorded is
-//     complete (as in CUDA);
+//   - events: one event of a host-visible pool each; record = append a
+//     reset, then a signal (COPY-REUSE: a reset on the host at record time
+//     would wipe a previous record's signal still queued; its later signal
+//     then released a wait meant for the new record, and a pinned buffer was
+//     overwritten while a copy still read it); wait = append a wait; an event
+//     never recorded is complete (as in CUDA);
 //   - host callbacks: Level Zero has none. The list signals `reached`, then
 //     waits for `done`; the stream's callback thread waits for `reached`,
 //     calls the function and signals `done`. The function runs on that
@@ -344,8 +347,8 @@ xmc_status event_record(xmc_instance *inst, xmc_event *eh, xmc_stream *sh) {
     Driver &d = Driver::get();
     {
         std::lock_guard<std::mutex> lock(s->append_mu);
-        if (ze_result_t r = d.zeEventHostReset(e->event); r != ZE_RESULT_SUCCESS)
-            return driver_fail(inst, r, "event_record", "zeEventHostReset");
+        if (ze_result_t r = d.zeCommandListAppendEventReset(s->list, e->event); r != ZE_RESULT_SUCCESS)
+            return driver_fail(inst, r, "event_record", "zeCommandListAppendEventReset");
         if (ze_result_t r = d.zeCommandListAppendSignalEvent(s->list, e->event); r != ZE_RESULT_SUCCESS)
             return driver_fail(inst, r, "event_record", "zeCommandListAppendSignalEvent");
     }
