@@ -107,13 +107,6 @@ void worker(Engine* e) {
                 faulted = true;
             }
         }
-        if (t.reset != 0) {  // in stream order, unlike zeEventHostReset
-            auto it = s.events.find(t.reset);
-            if (it != s.events.end()) {
-                it->second.signaled = false;
-                it->second.faulted = false;
-            }
-        }
         if (t.signal != 0) {
             auto it = s.events.find(t.signal);
             if (it != s.events.end()) {
@@ -476,23 +469,6 @@ ze_result_t ZE_APICALL CommandListAppendSignalEvent(ze_command_list_handle_t hCo
     t.what = "zeCommandListAppendSignalEvent";
     t.exec_delay_us = f.exec_delay_us;
     if (ze_result_t r = event_args(hEvent, 0, nullptr, t); r != ZE_RESULT_SUCCESS) return r;
-    return append(lock, *l, std::move(t));
-}
-
-// The event is reset when the list reaches the reset, after the work before it.
-ze_result_t ZE_APICALL CommandListAppendEventReset(ze_command_list_handle_t hCommandList, ze_event_handle_t hEvent) {
-    FaultOutcome f = enter("zeCommandListAppendEventReset");
-    if (f.result != ZE_RESULT_SUCCESS) return f.result;
-    Lock lock(S().mu);
-    CmdList* l = list_of(hCommandList);
-    if (l == nullptr) return bad_handle(hCommandList);
-    if (hEvent == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
-    Event* ev = event_of(hEvent);
-    if (ev == nullptr) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
-    Task t;
-    t.what = "zeCommandListAppendEventReset";
-    t.exec_delay_us = f.exec_delay_us;
-    t.reset = ev->id;
     return append(lock, *l, std::move(t));
 }
 

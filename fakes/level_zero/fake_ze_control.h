@@ -73,8 +73,7 @@
  *     faults. Free device memory: zesDeviceEnumMemoryModules + zesMemoryGetState, or
  *     xmc_fake_ze_device_free_memory.
  *   Command lists and queues are in order, one worker thread each; events order work
- *     across them; zeCommandListAppendEventReset resets an event when the list reaches
- *     it (zeEventHostReset at once). Fences and everything not listed in fake_ze_entries.h are left null
+ *     across them. Fences and everything not listed in fake_ze_entries.h are left null
  *     in the driver's tables: through the loader they answer
  *     ZE_RESULT_ERROR_UNSUPPORTED_FEATURE (ZE_RESULT_ERROR_UNINITIALIZED when the
  *     loader intercepts, e.g. ZE_ENABLE_LOADER_INTERCEPT=1).

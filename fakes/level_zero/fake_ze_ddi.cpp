@@ -69,8 +69,7 @@ XMC_FAKE_ZE_GETTER(zeGetCommandListProcAddrTable, ze_command_list_dditable_t,
                    t->pfnAppendMemoryCopy = CommandListAppendMemoryCopy;
                    t->pfnAppendMemoryCopyRegion = CommandListAppendMemoryCopyRegion;
                    t->pfnAppendSignalEvent = CommandListAppendSignalEvent;
-                   t->pfnAppendWaitOnEvents = CommandListAppendWaitOnEvents;
-                   t->pfnAppendEventReset = CommandListAppendEventReset;)
+                   t->pfnAppendWaitOnEvents = CommandListAppendWaitOnEvents;)
 
 XMC_FAKE_ZE_GETTER(zeGetEventProcAddrTable, ze_event_dditable_t,
                    t->pfnCreate = EventCreate;

@@ -110,8 +110,6 @@ ze_result_t ZE_APICALL CommandListAppendSignalEvent(ze_command_list_handle_t hCo
                                                     ze_event_handle_t hEvent);
 ze_result_t ZE_APICALL CommandListAppendWaitOnEvents(ze_command_list_handle_t hCommandList,
                                                      uint32_t numEvents, ze_event_handle_t* phEvents);
-ze_result_t ZE_APICALL CommandListAppendEventReset(ze_command_list_handle_t hCommandList,
-                                                   ze_event_handle_t hEvent);
 ze_result_t ZE_APICALL EventPoolCreate(ze_context_handle_t hContext, const ze_event_pool_desc_t* desc,
                                        uint32_t numDevices, ze_device_handle_t* phDevices,
                                        ze_event_pool_handle_t* phEventPool);

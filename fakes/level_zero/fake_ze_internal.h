@@ -134,7 +134,6 @@ struct Task {
     CopyOp copy;
     std::vector<uint64_t> waits;     // event ids
     uint64_t signal = 0;             // event id, 0 = none
-    uint64_t reset = 0;              // event id reset when the task runs (zeCommandListAppendEventReset), 0 = none
     uint64_t exec_delay_us = 0;      // an exec_delay fault holds the task back this long
 };
 

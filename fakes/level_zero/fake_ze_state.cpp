@@ -139,7 +139,6 @@ const xmc_faults::Entry kEntries[] = {
     {"zeCommandListAppendBarrier", false, true},
     {"zeCommandListAppendSignalEvent", false, true},
     {"zeCommandListAppendWaitOnEvents", false, true},
-    {"zeCommandListAppendEventReset", false, true},
     {"zeEventPoolCreate", false, false, false, live_pools},
     {"zeEventPoolDestroy"},
     {"zeEventCreate", false, false, false, live_events},

@@ -171,6 +171,10 @@ struct Event {
     ze_event_pool_handle_t pool = nullptr;
     ze_event_handle_t event = nullptr;  // null once event_destroy destroyed it (under the instance's mu)
     bool recorded = false;  // under the instance's mutex; unrecorded events are complete
+    // COPY-REUSE: the events of earlier records, replaced by a fresh one at each
+    // record after the first (waits appended for them still use them); destroyed
+    // with the event. Under the instance's mutex.
+    std::vector<std::pair<ze_event_pool_handle_t, ze_event_handle_t>> retired;
 };
 
 struct Vmm;  // vmm.cpp: slots, requests and their threads
