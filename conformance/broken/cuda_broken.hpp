@@ -12,6 +12,7 @@
 #pragma once
 #include "cuda.hpp"
 
+#include <algorithm>
 #include <cstring>
 
 namespace xmc::broken_cuda {
@@ -55,8 +56,19 @@ inline Registry &registry() {
     return r;
 }
 
+// Where the chunked path of REG-LARGE carries a bug (the reference: neither).
+struct ChunkBugs {
+    bool keep_earlier_chunks = false;       // a refused chunk k leaves chunks 1..k-1 registered
+    bool release_first_chunk_only = false;  // unregister releases chunk 1 and forgets the rest
+};
+inline ChunkBugs &chunk_bugs() {
+    static ChunkBugs b;
+    return b;
+}
+
 // reg_register of the reference, except that the range is registered with the
-// driver device `pick(device)` (the reference: `device` itself).
+// driver device `pick(device)` (the reference: `device` itself). Chunks of
+// kRegChunkBytes, all or nothing (REG-LARGE), and XMC_REG_PORTABLE, as there.
 template <class Pick>
 xmc_status register_with(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
                          xmc_reg_info *out, Pick pick) {
@@ -66,7 +78,7 @@ xmc_status register_with(xmc_instance *inst, void *addr, size_t bytes, int32_t d
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: result pointer is NULL");
     if (!addr) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: address is NULL");
     if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: size is 0");
-    if (flags != 0)
+    if (flags & ~XMC_REG_PORTABLE)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: unknown flags 0x%x", flags);
     Driver &d = Driver::get();
     if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
@@ -83,8 +95,23 @@ xmc_status register_with(xmc_instance *inst, void *addr, size_t bytes, int32_t d
                         "reg_register: [%p, +%zu) overlaps a registered range", addr, bytes);
     CUcontext ctx = nullptr;
     CUresult native = CUDA_SUCCESS;
-    if (xmc_status st = driver_register(inst, "reg_register", addr, bytes, pick(device), &ctx, &native); st != XMC_OK)
-        return st;
+    const unsigned extra = (flags & XMC_REG_PORTABLE) ? CU_MEMHOSTREGISTER_PORTABLE : 0u;
+    for (uintptr_t c = a; c < a + bytes; c += kRegChunkBytes) {
+        const size_t n = std::min<size_t>(kRegChunkBytes, a + bytes - c);
+        const xmc_status st =
+            driver_register(inst, "reg_register", reinterpret_cast<void *>(c), n, pick(device), &ctx, &native, extra);
+        if (st == XMC_OK) continue;
+        if (c != a && !chunk_bugs().keep_earlier_chunks) {
+            CtxScope scope(d, ctx);
+            for (uintptr_t k = a; k < c && scope.result() == CUDA_SUCCESS; k += kRegChunkBytes)
+                if (d.cuMemHostUnregister(reinterpret_cast<void *>(k)) == CUDA_SUCCESS) {
+                    std::lock_guard<std::mutex> dl(d.mu);
+                    --d.registrations;
+                }
+        }
+        if (c != a) d.release_if_idle();
+        return st;  // chunk k's error, as driver_register recorded it
+    }
     r.ranges[a] = Registration{bytes, device, ctx};
     *out = xmc_reg_info{1, addr, bytes, device};
     return XMC_OK;
@@ -93,31 +120,52 @@ xmc_status register_with(xmc_instance *inst, void *addr, size_t bytes, int32_t d
 // reg_unregister of the reference, except that `report(res)` decides what a
 // driver release answering `res` means: true keeps the registration and
 // reports the failure (the reference), false drops it and answers success.
+// Every chunk is released (REG-LARGE); a chunk that fails keeps the entry
+// from that chunk on, as the reference does.
 template <class Report>
 xmc_status unregister_with(xmc_instance *inst, void *base, Report report) {
     using namespace xmc::cuda;
     Registry &r = registry();
     std::lock_guard<std::mutex> lock(r.mu);
-    auto it = r.ranges.find(reinterpret_cast<uintptr_t>(base));
+    const auto a = reinterpret_cast<uintptr_t>(base);
+    auto it = r.ranges.find(a);
     if (it == r.ranges.end())
         return be::fail(inst, XMC_ERR_NOT_REGISTERED, 0, "reg_unregister", "reg_unregister: %p is not a registered base",
                         base);
     Driver &d = Driver::get();
+    const size_t size = it->second.size;
+    const uintptr_t end = chunk_bugs().release_first_chunk_only ? std::min<uintptr_t>(a + size, a + kRegChunkBytes)
+                                                                : a + size;
     CUresult res = CUDA_SUCCESS;
+    uintptr_t kept = a;
     {
         CtxScope scope(d, it->second.ctx);
         res = scope.result();
-        if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+        for (uintptr_t c = a; res == CUDA_SUCCESS && c < end; c += kRegChunkBytes) {
+            res = d.cuMemHostUnregister(reinterpret_cast<void *>(c));
+            if (res != CUDA_SUCCESS) break;
+            kept = std::min<uintptr_t>(c + kRegChunkBytes, a + size);
+            std::lock_guard<std::mutex> dl(d.mu);
+            --d.registrations;
+        }
     }
-    if (res != CUDA_SUCCESS && report(res))
+    if (res != CUDA_SUCCESS && report(res)) {
+        if (kept != a) {
+            Registration rest = it->second;
+            rest.size = a + size - kept;
+            r.ranges.erase(it);
+            r.ranges[kept] = rest;
+        }
         return be::fail(inst, XMC_ERR_DRIVER, res, "reg_unregister",
-                        "reg_unregister: cuMemHostUnregister(%p) failed with %s (%d); still registered", base,
-                        d.result_name(res), static_cast<int>(res));
-    r.ranges.erase(it);
-    {
-        std::lock_guard<std::mutex> dl(d.mu);
-        --d.registrations;
+                        "reg_unregister: cuMemHostUnregister(%p) failed with %s (%d); still registered",
+                        reinterpret_cast<void *>(kept), d.result_name(res), static_cast<int>(res));
     }
+    if (res != CUDA_SUCCESS) {
+        // Dropped over a failure: the chunks not released are forgotten as well.
+        std::lock_guard<std::mutex> dl(d.mu);
+        d.registrations -= (a + size - kept + kRegChunkBytes - 1) / kRegChunkBytes;
+    }
+    r.ranges.erase(it);
     d.release_if_idle();
     return XMC_OK;
 }

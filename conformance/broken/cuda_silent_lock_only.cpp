@@ -1,4 +1,4 @@
-// xmc-selftest: fails PIN-DEVICE,REG-DOUBLE,REG-FAIL,REG-UNAVAILABLE
+// xmc-selftest: fails PIN-DEVICE,REG-DOUBLE,REG-FAIL,REG-UNAVAILABLE,REG-LARGE
 // xmc-selftest: base cuda
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10

@@ -1,4 +1,4 @@
-// xmc-selftest: fails REG-UNREG-FAIL
+// xmc-selftest: fails REG-UNREG-FAIL,REG-REUSE
 // xmc-selftest: base level_zero
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 60

@@ -7,10 +7,12 @@
 
 #include <sys/mman.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace xmc::conformance {
@@ -321,5 +323,32 @@ protected:
 
 // COPY-ORDER: streams, events and host callbacks.
 class CopyOrder : public CopyTest {};
+
+// One pinned buffer shared by copies on two streams, ordered by an event. The
+// copy that must come first is held back twice: a sleeping host callback in
+// front of it on its stream, and, over a fake driver, the copy itself delayed
+// on the device (exec_delay of the next copy the driver is given). A wait that
+// did not hold the second stream lets its copy touch the buffer meanwhile.
+class CopyReuse : public CopyOrder {
+protected:
+    static constexpr size_t kBytes = 1 << 20;
+    std::vector<char> pattern(int seed) {
+        std::vector<char> v(kBytes);
+        for (size_t i = 0; i < kBytes; ++i) v[i] = static_cast<char>(seed + (i * 131 + i / 4096) % 251);
+        return v;
+    }
+    void hold_back(xmc_stream *s) {
+        XMC_ASSERT_STATUS(XMC_OK, api->host_callback(inst, s, [](void *) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(120));
+        }, nullptr));
+        if (const DriverControl *c = driver_control(api, nullptr); c && c->delay_next_copy) {
+            ASSERT_EQ(c->set_faults(c->delay_next_copy), 0) << c->delay_next_copy;
+        }
+    }
+    void TearDown() override {
+        if (const DriverControl *c = driver_control(api, nullptr)) c->set_faults("");
+        CopyOrder::TearDown();
+    }
+};
 
 } // namespace xmc::conformance

@@ -37,6 +37,9 @@ struct DriverControl {
     const char *fail_next_unregister = nullptr;   // the next release of a registration fails
     const char *nonidentity_register = nullptr;   // registration mapped at another device address
     const char *unsupported_register = nullptr;   // registration not supported by the device
+    const char *delay_next_copy = nullptr;        // the next 1-D host<->device copy runs late (COPY-REUSE)
+    const char *register_entry = nullptr;         // the driver's registration call (REG-LARGE scripts)
+    const char *reject_register_name = nullptr;   // the code reject_register injects, by name
     int64_t reject_register_code = 0;             // the native code the first script injects
     int64_t fail_unregister_code = 0;             // ... and the second
     // PIN-FAIL-CLEAN builds its exhaust: and size_limit: rules from these: the

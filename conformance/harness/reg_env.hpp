@@ -11,6 +11,8 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -37,6 +39,56 @@ struct Arena {
         }
     }
 };
+
+// One registration as the driver itself records it (a line of the fake's ledger
+// "registration 0x<base>, <n> bytes, flags 0x<f>, ..." (CUDA) or
+// "registration 0x<base> size=<n> ... mapped-for=[i,j]" (Level Zero)), never
+// as the backend reports it (REG-REUSE, REG-LARGE, REG-PORTABLE).
+struct DriverReg {
+    uintptr_t base = 0;
+    size_t size = 0;
+    unsigned flags = 0;     // CUDA: CU_MEMHOSTREGISTER_* (PORTABLE = 1)
+    size_t mapped_for = 0;  // Level Zero: devices the range is mapped for
+};
+
+inline std::vector<DriverReg> driver_registrations(const DriverControl &c) {
+    std::vector<DriverReg> out;
+    const std::string text = c.ledger_text();
+    for (size_t at = 0; at < text.size();) {
+        size_t end = text.find('\n', at);
+        if (end == std::string::npos) end = text.size();
+        const std::string line = text.substr(at, end - at);
+        at = end + 1;
+        if (line.rfind("registration 0x", 0) != 0) continue;
+        DriverReg r;
+        r.base = static_cast<uintptr_t>(std::strtoull(line.c_str() + 13, nullptr, 16));
+        if (size_t b = line.find(" bytes"); b != std::string::npos) {
+            size_t s = line.rfind(' ', b - 1);
+            r.size = std::strtoull(line.c_str() + s + 1, nullptr, 10);
+        } else if (size_t z = line.find(" size="); z != std::string::npos) {
+            r.size = std::strtoull(line.c_str() + z + 6, nullptr, 10);
+        }
+        if (size_t f = line.find("flags 0x"); f != std::string::npos)
+            r.flags = static_cast<unsigned>(std::strtoul(line.c_str() + f + 6, nullptr, 16));
+        if (size_t m = line.find("mapped-for=["); m != std::string::npos) {
+            const size_t close = line.find(']', m);
+            const std::string list = line.substr(m + 12, close - (m + 12));
+            r.mapped_for = list.empty() ? 0 : 1;
+            for (char ch : list) r.mapped_for += ch == ',';
+        }
+        out.push_back(r);
+    }
+    return out;
+}
+
+// The driver's registrations that overlap [p, p+n).
+inline std::vector<DriverReg> driver_registrations_in(const DriverControl &c, const void *p, size_t n) {
+    const auto lo = reinterpret_cast<uintptr_t>(p);
+    std::vector<DriverReg> out;
+    for (const DriverReg &r : driver_registrations(c))
+        if (r.base < lo + n && lo < r.base + r.size) out.push_back(r);
+    return out;
+}
 
 // Skips with the declared reason when the backend has no fault hook.
 #define XMC_REQUIRE_FAULTS()                                    \
@@ -80,6 +132,29 @@ protected:
         return q;
     }
     char *page(size_t i) { return arena_.base + i * page_size(); }
+
+    // REG-REUSE: how much of [p, p+n) the driver maps, from the driver's own
+    // records: the fake's ledger, or, where the backend's registration locks
+    // the pages itself (the host's mlock), the kernel's lock state. -1 where
+    // neither can be seen (a real driver pins without VM_LOCKED). `locks_` is
+    // learnt from the first registration observed (observe_locking).
+    long long driver_mapped(const void *p, size_t n) {
+        if (control_) {
+            long long bytes = 0;
+            const auto lo = reinterpret_cast<uintptr_t>(p);
+            for (const DriverReg &r : driver_registrations_in(*control_, p, n))
+                bytes += static_cast<long long>(std::min(lo + n, r.base + r.size) - std::max(lo, r.base));
+            return bytes;
+        }
+        if (locks_ != 1) return -1;
+        const LockState st = lock_state(p, n);
+        return st.all_locked ? static_cast<long long>(n) : st.any_locked ? 1 : 0;
+    }
+    // Called right after a successful registration of [p, p+n): whether this
+    // backend's registrations show as locked pages.
+    void observe_locking(const void *p, size_t n) {
+        if (!control_ && locks_ < 0) locks_ = lock_state(p, n).all_locked ? 1 : 0;
+    }
     xmc_status reg(void *p, size_t n, int32_t device, xmc_reg_info *out = nullptr) {
         xmc_reg_info info{};
         return api->reg_register(inst, p, n, device, 0, out ? out : &info);
@@ -119,6 +194,7 @@ protected:
     const DriverControl *control_ = nullptr;
     std::string no_control_;
     size_t baseline_objects_ = 0;  // driver objects other than contexts at SetUp
+    int locks_ = -1;               // registrations lock pages (1), do not (0), unknown (-1)
     Arena arena_{64};
     std::vector<xmc_stream *> streams_;
     std::vector<void *> dev_;

@@ -85,7 +85,7 @@ expect 0 '^0\.1\.0/pin\.txt: PIN-ALLOC' mustpass --version 0.1.0
 expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.2\.0' mustpass --check
 
 # --tier runs the rows of that tier only (requirements.tsv): REG-SPEED is gpu1's alone.
-expect 0 '^xmc: tests:12 passed' qualify --backend host --tier gpu2 --filter 'REG-*' --out "$work/tier-gpu2"
+expect 0 '^xmc: tests:16 passed' qualify --backend host --tier gpu2 --filter 'REG-*' --out "$work/tier-gpu2"
 expect 0 '^\[ 1/1\] REG-SPEED +unsupported +measured by the hardware tier \(gpu1\)' \
   qualify --backend host --tier gpu1 --filter 'REG-SPEED' --out "$work/tier-gpu1"
 expect 2 "xmc qualify: the filter 'PIN-\*' in tier multirank selects no requirement" \

@@ -799,5 +799,94 @@ TEST_P(FaultSweep, COPY_ORDER_FaultSweepOpenToCloseLeavesNothing) {
     sweep(kOpenClose, {"open", "event_create", "event_record", "stream_wait_event", "event_synchronize", "close"});
 }
 
+// ---- COPY-REUSE (0.2) -------------------------------------------------------
+
+// The fixture (CopyReuse) is in copy_env.hpp.
+
+// Stream A writes the pinned buffer (device -> pinned) and records; stream B
+// waits and reads it (pinned -> device): B reads what A wrote, all of it.
+TEST_P(CopyReuse, COPY_REUSE_ReaderWaitsForTheCopyThatFillsThePinnedBuffer) {
+    xmc_stream *a = stream_, *b = new_stream(0);
+    xmc_event *filled = new_event(0);
+    ASSERT_TRUE(b && filled);
+    const std::vector<char> want = pattern(3);
+    Buf src = make(XMC_MEM_DEVICE, kBytes), pinned = make(XMC_MEM_PINNED, kBytes), dst = make(XMC_MEM_DEVICE, kBytes);
+    ASSERT_TRUE(src.ptr && pinned.ptr && dst.ptr);
+    put(src, want);
+    put(dst, std::vector<char>(kBytes, 0));
+    std::memset(pinned.ptr, 0x7e, kBytes);
+    hold_back(a);
+    auto fill = linear(src.ptr, XMC_MEM_DEVICE, 0, pinned.ptr, XMC_MEM_PINNED, 0, kBytes);
+    XMC_ASSERT_STATUS(XMC_OK, api->copy(inst, &fill, a));
+    XMC_ASSERT_STATUS(XMC_OK, api->event_record(inst, filled, a));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_wait_event(inst, b, filled));
+    auto drain = linear(pinned.ptr, XMC_MEM_PINNED, 0, dst.ptr, XMC_MEM_DEVICE, 0, kBytes);
+    XMC_ASSERT_STATUS(XMC_OK, api->copy(inst, &drain, b));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, b));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, a));
+    EXPECT_TRUE(get(dst) == want) << "stream B read the pinned buffer before stream A's copy into it had finished";
+}
+
+// The reverse order: stream B reads the pinned buffer and records; stream A
+// waits for that event and only then overwrites the buffer: B's destination is
+// what the buffer held before, bit for bit.
+TEST_P(CopyReuse, COPY_REUSE_WriterWaitsForTheCopyThatReadsThePinnedBuffer) {
+    xmc_stream *a = stream_, *b = new_stream(0);
+    xmc_event *read = new_event(0);
+    ASSERT_TRUE(b && read);
+    const std::vector<char> first = pattern(5), second = pattern(9);
+    Buf pinned = make(XMC_MEM_PINNED, kBytes), dst = make(XMC_MEM_DEVICE, kBytes), next = make(XMC_MEM_DEVICE, kBytes);
+    ASSERT_TRUE(pinned.ptr && dst.ptr && next.ptr);
+    std::memcpy(pinned.ptr, first.data(), kBytes);
+    put(dst, std::vector<char>(kBytes, 0));
+    put(next, second);
+    hold_back(b);
+    auto drain = linear(pinned.ptr, XMC_MEM_PINNED, 0, dst.ptr, XMC_MEM_DEVICE, 0, kBytes);
+    XMC_ASSERT_STATUS(XMC_OK, api->copy(inst, &drain, b));
+    XMC_ASSERT_STATUS(XMC_OK, api->event_record(inst, read, b));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_wait_event(inst, a, read));
+    auto refill = linear(next.ptr, XMC_MEM_DEVICE, 0, pinned.ptr, XMC_MEM_PINNED, 0, kBytes);
+    XMC_ASSERT_STATUS(XMC_OK, api->copy(inst, &refill, a));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, a));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, b));
+    EXPECT_TRUE(get(dst) == first) << "stream A overwrote the pinned buffer while stream B's copy was still reading it";
+    EXPECT_EQ(std::memcmp(pinned.ptr, second.data(), kBytes), 0) << "stream A's copy into the pinned buffer is missing";
+}
+
+// The buffer handed back and forth: each round A fills it, B drains it, A
+// waits for B before the next fill. Every round's data arrives whole.
+TEST_P(CopyReuse, COPY_REUSE_BufferHandedBackAndForthKeepsEveryRound) {
+    constexpr int kRounds = 4;
+    xmc_stream *a = stream_, *b = new_stream(0);
+    xmc_event *filled = new_event(0), *drained = new_event(0);
+    ASSERT_TRUE(b && filled && drained);
+    Buf pinned = make(XMC_MEM_PINNED, kBytes);
+    std::vector<Buf> src, dst;
+    std::vector<std::vector<char>> want;
+    for (int r = 0; r < kRounds; ++r) {
+        want.push_back(pattern(11 + 7 * r));
+        src.push_back(make(XMC_MEM_DEVICE, kBytes));
+        dst.push_back(make(XMC_MEM_DEVICE, kBytes));
+        ASSERT_TRUE(src.back().ptr && dst.back().ptr);
+        put(src.back(), want.back());
+    }
+    ASSERT_NE(pinned.ptr, nullptr);
+    for (int r = 0; r < kRounds; ++r) {
+        if (r > 0) { XMC_ASSERT_STATUS(XMC_OK, api->stream_wait_event(inst, a, drained)); }
+        auto fill = linear(src[r].ptr, XMC_MEM_DEVICE, 0, pinned.ptr, XMC_MEM_PINNED, 0, kBytes);
+        XMC_ASSERT_STATUS(XMC_OK, api->copy(inst, &fill, a));
+        XMC_ASSERT_STATUS(XMC_OK, api->event_record(inst, filled, a));
+        XMC_ASSERT_STATUS(XMC_OK, api->stream_wait_event(inst, b, filled));
+        hold_back(b);  // the drain is slow: the next fill must wait for it
+        auto drain = linear(pinned.ptr, XMC_MEM_PINNED, 0, dst[r].ptr, XMC_MEM_DEVICE, 0, kBytes);
+        XMC_ASSERT_STATUS(XMC_OK, api->copy(inst, &drain, b));
+        XMC_ASSERT_STATUS(XMC_OK, api->event_record(inst, drained, b));
+    }
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, a));
+    XMC_ASSERT_STATUS(XMC_OK, api->stream_synchronize(inst, b));
+    for (int r = 0; r < kRounds; ++r)
+        EXPECT_TRUE(get(dst[r]) == want[r]) << "round " << r << ": the pinned buffer was overwritten or read early";
+}
+
 } // namespace
 } // namespace xmc::conformance

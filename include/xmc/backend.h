@@ -175,6 +175,21 @@ typedef enum xmc_reg_align_policy {
     XMC_REG_ALIGN_ROUND = 1   /* rounded out to pages; the rounded base is recorded */
 } xmc_reg_align_policy;
 
+/* (0.2) What reg_register does with a range larger than the driver takes in one
+ * call (REG-LARGE), as reg_large_policy declares it. */
+typedef enum xmc_reg_large_policy {
+    XMC_REG_LARGE_NO_LIMIT = 0, /* no per-call limit: any size goes to the driver in one call */
+    XMC_REG_LARGE_SPLIT = 1,    /* split into chunks of at most `limit` bytes, all or nothing; one
+                                   registration to reg_query and reg_unregister */
+    XMC_REG_LARGE_REFUSE = 2    /* above `limit` bytes: XMC_ERR_TOO_LARGE, the driver never asked */
+} xmc_reg_large_policy;
+
+typedef struct xmc_reg_large_info {
+    xmc_reg_large_policy policy;
+    uint64_t limit;    /* bytes per driver call (SPLIT: the chunk size; REFUSE: the largest
+                          accepted size); 0 under NO_LIMIT */
+} xmc_reg_large_info;
+
 typedef struct xmc_reg_info {
     int32_t registered;
     void *base;        /* recorded base (rounded under XMC_REG_ALIGN_ROUND) */
@@ -492,11 +507,16 @@ typedef struct xmc_transfer_stats {
     X(I, xmc_status, pin_pool_release, (xmc_instance *inst))                                    \
     X(I, xmc_status, pin_pool_stats, (xmc_instance *inst, xmc_pin_pool_stats *out))
 
+/* (0.2) register: the large-registration policy (REG-LARGE), appended after
+ * ABI version 1's table; required of every backend declaring `register` */
+#define XMC_ENTRIES_REGISTER_LARGE(X)                                                           \
+    X(I, xmc_status, reg_large_policy, (xmc_instance *inst, xmc_reg_large_info *out))
+
 /* The groups in table order, and the capability whose declaration requires a
  * group's entry points to be filled (0: every backend fills them, up to its
  * struct_size). */
 #define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) \
-    G(GRAPH) G(ALWAYS_0_2) G(PIN_CACHE)
+    G(GRAPH) G(ALWAYS_0_2) G(PIN_CACHE) G(REGISTER_LARGE)
 #define XMC_GROUP_CAPABILITY_INSTANCE 0
 #define XMC_GROUP_CAPABILITY_ERRORS 0
 #define XMC_GROUP_CAPABILITY_PIN XMC_CAP_PIN
@@ -509,6 +529,7 @@ typedef struct xmc_transfer_stats {
 #define XMC_GROUP_CAPABILITY_GRAPH XMC_CAP_GRAPH
 #define XMC_GROUP_CAPABILITY_ALWAYS_0_2 0
 #define XMC_GROUP_CAPABILITY_PIN_CACHE XMC_CAP_PIN_CACHE
+#define XMC_GROUP_CAPABILITY_REGISTER_LARGE XMC_CAP_REGISTER
 
 /* ---- the table --------------------------------------------------------- */
 #define XMC_TABLE_MEMBER_(kind, ret, name, params) ret (*name) params;

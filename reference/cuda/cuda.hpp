@@ -180,7 +180,7 @@ void fill_table(xmc_backend &table);
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
 // ALWAYS_0_2: close_report in backend.cpp, pin_min_alignment in pin.cpp.
 #define XMC_CUDA_GROUPS(G) \
-    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2)
+    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE)
 XMC_CUDA_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp
@@ -193,8 +193,11 @@ void install_pin_hook();
 xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
 // Registers [addr, addr+bytes) with device `index` in its context and checks
 // the mapping is the identity, undoing it otherwise (shared with pin.cpp).
+// `extra_flags` joins CU_MEMHOSTREGISTER_DEVICEMAP (reg_register: PORTABLE).
 xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, size_t bytes, int32_t index,
-                           CUcontext *ctx_out, CUresult *native);
+                           CUcontext *ctx_out, CUresult *native, unsigned extra_flags = 0);
+// REG-LARGE: reg_register splits a range into driver calls of at most this many bytes.
+constexpr size_t kRegChunkBytes = size_t{1} << 30;
 
 // stream.cpp
 // The stream behind a handle of this instance, copied out; false if none.

@@ -6,9 +6,19 @@
 // so unregister releases in that context (REG-SAME-CONTEXT) and a failed
 // release keeps the entry (REG-UNREG-FAIL).
 //
-// Flags: CU_MEMHOSTREGISTER_DEVICEMAP only, not PORTABLE. SPEC REG-DEVICE says
-// a registration lives in a context of device d only; a portable one would be
-// visible from every context and hide a registration made in the wrong one.
+// Flags: CU_MEMHOSTREGISTER_DEVICEMAP, not PORTABLE, unless the caller asks
+// for XMC_REG_PORTABLE (REG-PORTABLE: usable by every device; then
+// CU_MEMHOSTREGISTER_PORTABLE too). SPEC REG-DEVICE says a plain registration
+// lives in a context of device d only; a portable one would be visible from
+// every context and hide a registration made in the wrong one.
+//
+// Large registrations (REG-LARGE): XMC_REG_LARGE_SPLIT in chunks of
+// kRegChunkBytes (1 GiB). The driver documents no per-call limit, but a large
+// range can be refused whole (hardware/probe: reg_huge_prot_none answered
+// CUDA_ERROR_OUT_OF_MEMORY); chunks keep each call bounded. All or nothing: a
+// chunk the driver refuses releases the chunks before it and reports the
+// driver's code; the chunks are one registration to query and unregister,
+// and unregister releases every chunk.
 //
 // Alignment policy (REG-ALIGN): XMC_REG_ALIGN_REFUSE, as on the host. The
 // driver would take unaligned ranges (hardware/probe: reg_unaligned_*), but a
@@ -22,7 +32,7 @@ namespace xmc::cuda {
 namespace {
 
 struct Registration {
-    size_t size = 0;
+    size_t size = 0;          // the whole range, chunks of kRegChunkBytes from the base
     int32_t device = 0;
     CUuuid uuid{};            // of the device that serves it
     CUcontext ctx = nullptr;  // where it was made, and where it is released
@@ -51,12 +61,39 @@ RegRegistry &registry() {
     return r;
 }
 
+// The number of chunks that start in [a, end).
+size_t chunks_in(uintptr_t a, uintptr_t end) { return (end - a + kRegChunkBytes - 1) / kRegChunkBytes; }
+
+// Releases the chunks starting at a, a + kRegChunkBytes, ... below `end`, in
+// order, in the current context; the first failure's code, or CUDA_SUCCESS.
+// *kept is the base of the first chunk still registered (`end` when none):
+// on a failure the chunks from there on stay registered.
+CUresult release_chunks(Driver &d, uintptr_t a, uintptr_t end, uintptr_t *kept) {
+    *kept = a;
+    for (uintptr_t c = a; c < end; c += kRegChunkBytes) {
+        const CUresult res = d.cuMemHostUnregister(reinterpret_cast<void *>(c));
+        if (res != CUDA_SUCCESS) {
+            *kept = c;
+            return res;
+        }
+    }
+    *kept = end;
+    return CUDA_SUCCESS;
+}
+
 } // namespace
 
 xmc_reg_align_policy reg_align_policy(xmc_instance *) { return XMC_REG_ALIGN_REFUSE; }
 
+xmc_status reg_large_policy(xmc_instance *inst, xmc_reg_large_info *out) {
+    if (!out)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_large_policy", "reg_large_policy: result pointer is NULL");
+    *out = xmc_reg_large_info{XMC_REG_LARGE_SPLIT, kRegChunkBytes};
+    return XMC_OK;
+}
+
 xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, size_t bytes, int32_t index,
-                           CUcontext *ctx_out, CUresult *native) {
+                           CUcontext *ctx_out, CUresult *native, unsigned extra_flags) {
     Driver &d = Driver::get();
     CUcontext ctx = nullptr;
     // REG-DEVICE, REG-UUID: device `index`'s own primary context, by UUID.
@@ -65,7 +102,7 @@ xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, siz
     CtxScope scope(d, ctx);
     if ((*native = scope.result()) != CUDA_SUCCESS) return driver_fail(inst, *native, call, "cuCtxPushCurrent");
     // REG-FAIL: a refused registration fails with the driver's code, untracked.
-    if ((*native = d.cuMemHostRegister(addr, bytes, CU_MEMHOSTREGISTER_DEVICEMAP)) != CUDA_SUCCESS)
+    if ((*native = d.cuMemHostRegister(addr, bytes, CU_MEMHOSTREGISTER_DEVICEMAP | extra_flags)) != CUDA_SUCCESS)
         return driver_fail(inst, *native, call, "cuMemHostRegister");
     CUdeviceptr dptr = 0;
     const CUresult got = d.cuMemHostGetDevicePointer(&dptr, addr, 0);
@@ -93,9 +130,9 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: result pointer is NULL");
     if (!addr) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: address is NULL");
     if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: size is 0");
-    if (flags != 0)
+    if (flags & ~XMC_REG_PORTABLE)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
-                        "reg_register: unknown flags 0x%x (none are defined)", flags);
+                        "reg_register: unknown flags 0x%x (XMC_REG_PORTABLE is the only one)", flags);
     Driver &d = Driver::get();
     // REG-UNAVAILABLE: no driver, device or entry point: unsupported, never a crash.
     if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
@@ -117,10 +154,37 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
                         "reg_register: [%p, +%zu) overlaps a registered range", addr, bytes);
     CUcontext ctx = nullptr;
     CUresult native = CUDA_SUCCESS;
-    // The driver's own "already registered" (a pinned block registered with a
-    // device, or memory registered outside xmc) arrives as XMC_ERR_ALREADY_REGISTERED.
-    if (xmc_status st = driver_register(inst, "reg_register", addr, bytes, device, &ctx, &native); st != XMC_OK)
-        return st;
+    const unsigned extra = (flags & XMC_REG_PORTABLE) ? CU_MEMHOSTREGISTER_PORTABLE : 0u;
+    // REG-LARGE: chunk by chunk, all or nothing. The driver's own "already
+    // registered" (a pinned block registered with a device, or memory
+    // registered outside xmc) arrives as XMC_ERR_ALREADY_REGISTERED.
+    for (uintptr_t c = a; c < a + bytes; c += kRegChunkBytes) {
+        const size_t n = std::min<size_t>(kRegChunkBytes, a + bytes - c);
+        const xmc_status st =
+            driver_register(inst, "reg_register", reinterpret_cast<void *>(c), n, device, &ctx, &native, extra);
+        if (st == XMC_OK) continue;
+        if (c == a) return st;
+        // Chunk k failed: release chunks 1..k-1 (in their context) and report
+        // chunk k's code; the error detail stays the failed chunk's.
+        xmc_error_info why{};
+        be::last_error(inst, &why);
+        uintptr_t kept = a;
+        CUresult undo = CUDA_SUCCESS;
+        {
+            CtxScope scope(d, ctx);
+            undo = scope.result();
+            if (undo == CUDA_SUCCESS) undo = release_chunks(d, a, c, &kept);
+        }
+        {
+            std::lock_guard<std::mutex> dl(d.mu);
+            d.registrations -= chunks_in(a, kept);
+        }
+        d.release_if_idle();
+        return be::fail(inst, why.status, why.native_code, "reg_register",
+                        "reg_register: chunk %zu of [%p, +%zu) (chunks of %zu bytes) failed: %s; the chunks before it %s",
+                        static_cast<size_t>((c - a) / kRegChunkBytes) + 1, addr, bytes, kRegChunkBytes, why.message,
+                        undo == CUDA_SUCCESS ? "were released" : "could not all be released (cuMemHostUnregister)");
+    }
     Registration reg;
     reg.size = bytes;
     reg.device = device;
@@ -145,11 +209,32 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
     }
     Driver &d = Driver::get();
     // Released in the context that registered it (REG-SAME-CONTEXT).
+    // REG-LARGE: every chunk. A chunk that fails stops the release; the chunks
+    // from it on stay registered, and so does the entry, from that chunk's base
+    // (a retry releases the rest).
     CUresult res = CUDA_SUCCESS;
+    uintptr_t kept = a;
+    const size_t size = it->second.size;
     {
         CtxScope scope(d, it->second.ctx);
         res = scope.result();
-        if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+        if (res == CUDA_SUCCESS) res = release_chunks(d, a, a + size, &kept);
+    }
+    {
+        std::lock_guard<std::mutex> dl(d.mu);
+        d.registrations -= chunks_in(a, kept);
+    }
+    if (res != CUDA_SUCCESS && kept != a) {
+        // The chunks before `kept` are gone: the entry now starts at `kept`.
+        Registration rest = it->second;
+        rest.size = a + size - kept;
+        r.ranges.erase(it);
+        r.ranges[kept] = rest;
+        return be::fail(inst, XMC_ERR_DRIVER, res, "reg_unregister",
+                        "reg_unregister: cuMemHostUnregister(%p), chunk %zu of [%p, +%zu), failed with %s (%d); "
+                        "[%p, +%zu) still registered", reinterpret_cast<void *>(kept),
+                        static_cast<size_t>((kept - a) / kRegChunkBytes) + 1, base, size, d.result_name(res),
+                        static_cast<int>(res), reinterpret_cast<void *>(kept), rest.size);
     }
     // REG-UNREG-FAIL: a failed release is reported and the entry kept.
     // Never success over a driver failure: the caller would free pages the
@@ -159,10 +244,6 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
                         "reg_unregister: cuMemHostUnregister(%p) failed with %s (%d); still registered", base,
                         d.result_name(res), static_cast<int>(res));
     r.ranges.erase(it);
-    {
-        std::lock_guard<std::mutex> dl(d.mu);
-        --d.registrations;
-    }
     d.release_if_idle();
     return XMC_OK;
 }

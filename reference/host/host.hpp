@@ -42,7 +42,7 @@ void fill_table(xmc_backend &table);
 // ALWAYS_0_2's pin_min_alignment), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
 #define XMC_HOST_GROUPS(G) \
-    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2)
+    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE)
 XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
 
 // register.cpp: REG-CLOSE: unregisters every registration still held (the

@@ -8,6 +8,11 @@
 // is not a multiple of the page size is refused, so a recorded range is
 // exactly the range asked for and no two registrations ever share a page
 // (munlock of one can then never unlock another's page).
+//
+// Large registrations (REG-LARGE): XMC_REG_LARGE_NO_LIMIT. mlock takes any
+// size in one call; a range it cannot lock is the memlock refusal.
+//
+// XMC_REG_PORTABLE (REG-PORTABLE): accepted; the one device is every device.
 #include "host.hpp"
 
 #include <sys/mman.h>
@@ -81,6 +86,13 @@ int unlock_outside_pins(uintptr_t base, size_t size) {
 
 xmc_reg_align_policy reg_align_policy(xmc_instance *) { return XMC_REG_ALIGN_REFUSE; }
 
+xmc_status reg_large_policy(xmc_instance *inst, xmc_reg_large_info *out) {
+    if (!out)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_large_policy", "reg_large_policy: result pointer is NULL");
+    *out = xmc_reg_large_info{XMC_REG_LARGE_NO_LIMIT, 0};
+    return XMC_OK;
+}
+
 xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
                         xmc_reg_info *out) {
     const size_t page = be::PinRegistry::page_size();
@@ -88,9 +100,9 @@ xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t de
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: result pointer is NULL");
     if (!addr) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: address is NULL");
     if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: size is 0");
-    if (flags != 0)
+    if (flags & ~XMC_REG_PORTABLE)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
-                        "reg_register: unknown flags 0x%x (none are defined)", flags);
+                        "reg_register: unknown flags 0x%x (XMC_REG_PORTABLE is the only one)", flags);
     // REG-DEVICE: the host's one device is 0; any other is no device.
     if (device != 0)
         return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "reg_register",

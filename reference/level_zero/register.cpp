@@ -12,12 +12,26 @@
 // range is one rule every backend can hold exactly: no two registrations ever
 // share a page.
 //
-// Flags: none are defined; any bit is refused.
+// Large registrations (REG-LARGE): XMC_REG_LARGE_REFUSE above kRegLimitBytes
+// (4 GiB), XMC_ERR_TOO_LARGE before the driver is asked. compute-runtime
+// refuses one allocation above the device's maxMemAllocSize (4 GiB without its
+// relaxed-limits flag), and splitting is no way out here: a copy that spans two
+// registrations is refused by the driver (the fake answers INVALID_ARGUMENT),
+// so chunks would not be one usable range.
+//
+// Flags: XMC_REG_PORTABLE is unsupported (capability register_portable not
+// declared: a context of several devices maps the range for the first only, and
+// the fake driver takes one registration of a range, so one per device context
+// is not possible either); any other bit is refused.
 #include "ze.hpp"
 
 #include "external_memmap.h"
 
 namespace xmc::ze {
+
+namespace {
+constexpr size_t kRegLimitBytes = size_t{4} << 30;
+} // namespace
 
 std::map<uintptr_t, Registration>::iterator RegRegistry::containing(uintptr_t addr) {
     auto it = ranges.upper_bound(addr);
@@ -40,6 +54,13 @@ RegRegistry &registry() {
 
 xmc_reg_align_policy reg_align_policy(xmc_instance *) { return XMC_REG_ALIGN_REFUSE; }
 
+xmc_status reg_large_policy(xmc_instance *inst, xmc_reg_large_info *out) {
+    if (!out)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_large_policy", "reg_large_policy: result pointer is NULL");
+    *out = xmc_reg_large_info{XMC_REG_LARGE_REFUSE, kRegLimitBytes};
+    return XMC_OK;
+}
+
 xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
                           const xmc_reg_info *out) {
     const size_t page = be::PinRegistry::page_size();
@@ -47,9 +68,13 @@ xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t 
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: result pointer is NULL");
     if (!addr) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: address is NULL");
     if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register", "reg_register: size is 0");
-    if (flags != 0)
+    if (flags & ~XMC_REG_PORTABLE)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
-                        "reg_register: unknown flags 0x%x (none are defined)", flags);
+                        "reg_register: unknown flags 0x%x (XMC_REG_PORTABLE is the only one)", flags);
+    if (flags & XMC_REG_PORTABLE)
+        return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "reg_register",
+                        "reg_register: XMC_REG_PORTABLE is not supported by backend 'level_zero' "
+                        "(capability register_portable not declared)");
     Driver &d = Driver::get();
     // REG-UNAVAILABLE: no loader, device, entry point or extension: unsupported.
     if (xmc_status st = require(inst, "reg_register", d.missing_register); st != XMC_OK) return st;
@@ -66,6 +91,11 @@ xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t 
     if (a > UINTPTR_MAX - bytes)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "reg_register",
                         "reg_register: [%p, +%zu) wraps the address space", addr, bytes);
+    // REG-LARGE: policy refuse above the declared limit, the driver not asked.
+    if (bytes > kRegLimitBytes)
+        return be::fail(inst, XMC_ERR_TOO_LARGE, 0, "reg_register",
+                        "reg_register: %zu bytes is above the %zu bytes one zeMemAllocHost registers "
+                        "(reg_large_policy: refuse)", bytes, kRegLimitBytes);
     return XMC_OK;
 }
 

@@ -3,9 +3,13 @@
 // context; appends to it are serialised (a command list is not thread-safe).
 //   - synchronize: append a signal of the stream's own event and wait for it
 //     on the host (the Debian loader has no zeCommandListHostSynchronize);
-//   - events: one event of a host-visible pool each; record = reset, then
-//     append a signal; wait = append a wait; an event never recorded is
-//     complete (as in CUDA);
+//   - events: one event of a host-visible pool each; the first record resets
+//     it and appends a signal; each later record takes a fresh event of its
+//     own and keeps the old one until event_destroy (COPY-REUSE: resetting the
+//     one event let a wait appended after a re-record see the previous record's
+//     signal, or lose it, so a pinned buffer was overwritten while another
+//     stream's copy still read it); wait = append a wait on the event of the
+//     latest record; an event never recorded is complete (as in CUDA);
 //   - host callbacks: Level Zero has none. The list signals `reached`, then
 //     waits for `done`; the stream's callback thread waits for `reached`,
 //     calls the function and signals `done`. The function runs on that
@@ -202,6 +206,22 @@ static ze_result_t destroy_stream(Instance &in, Stream &s, const char **what) {
 // instance, whose mu must not be held.
 static ze_result_t destroy_event(Instance &in, Event &e, const char **what) {
     Driver &d = Driver::get();
+    for (;;) {
+        std::pair<ze_event_pool_handle_t, ze_event_handle_t> old{};
+        {
+            std::lock_guard<std::mutex> lock(in.mu);
+            if (e.retired.empty()) break;
+            old = e.retired.back();
+        }
+        *what = "zeEventDestroy/zeEventPoolDestroy of an earlier record's event";
+        if (ze_result_t r = destroy_events(&old.first, &old.second, 1); r != ZE_RESULT_SUCCESS) {
+            std::lock_guard<std::mutex> lock(in.mu);
+            e.retired.back() = old;  // what is left of it, for the retry
+            return r;
+        }
+        std::lock_guard<std::mutex> lock(in.mu);
+        e.retired.pop_back();
+    }
     if (e.event) {
         *what = "zeEventDestroy";
         if (ze_result_t r = d.zeEventDestroy(e.event); r != ZE_RESULT_SUCCESS) return r;
@@ -353,29 +373,58 @@ xmc_status event_record(xmc_instance *inst, xmc_event *eh, xmc_stream *sh) {
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_record",
                         "event_record: event of device %d recorded on a stream of device %d", e->device, s->device);
     Driver &d = Driver::get();
+    Instance *in = as_ze(inst);
+    bool first = false;
     {
+        std::lock_guard<std::mutex> il(in->mu);
+        first = !e->recorded;
+    }
+    if (first) {
         std::lock_guard<std::mutex> lock(s->append_mu);
         if (s->capture) return refuse_capturing(inst, "event_record");
         if (ze_result_t r = d.zeEventHostReset(e->event); r != ZE_RESULT_SUCCESS)
             return driver_fail(inst, r, "event_record", "zeEventHostReset");
         if (ze_result_t r = d.zeCommandListAppendSignalEvent(s->list, e->event); r != ZE_RESULT_SUCCESS)
             return driver_fail(inst, r, "event_record", "zeCommandListAppendSignalEvent");
+        std::lock_guard<std::mutex> il(in->mu);
+        e->recorded = true;
+        return XMC_OK;
     }
-    std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
-    e->recorded = true;
+    // A record after the first: a fresh event, so that the waits appended for
+    // the previous record keep waiting for that record's signal, and a wait
+    // appended from now on never sees it.
+    ze_context_handle_t ctx = nullptr;
+    if (xmc_status st = device_context(inst, "event_record", e->device, &ctx); st != XMC_OK) return st;
+    ze_event_pool_handle_t pool = nullptr;
+    ze_event_handle_t fresh = nullptr;
+    if (ze_result_t r = make_events(ctx, 1, &pool, &fresh); r != ZE_RESULT_SUCCESS)
+        return driver_fail(inst, r, "event_record", "zeEventPoolCreate/zeEventCreate");
+    std::lock_guard<std::mutex> lock(s->append_mu);
+    if (s->capture) {
+        destroy_events(&pool, &fresh, 1);
+        return refuse_capturing(inst, "event_record");
+    }
+    if (ze_result_t r = d.zeCommandListAppendSignalEvent(s->list, fresh); r != ZE_RESULT_SUCCESS) {
+        destroy_events(&pool, &fresh, 1);  // nothing changed: the previous record stays the latest
+        return driver_fail(inst, r, "event_record", "zeCommandListAppendSignalEvent");
+    }
+    std::lock_guard<std::mutex> il(in->mu);
+    e->retired.emplace_back(e->pool, e->event);
+    e->pool = pool;
+    e->event = fresh;
     return XMC_OK;
-}
-
-static bool recorded(xmc_instance *inst, const Event &e) {
-    std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
-    return e.recorded;
 }
 
 xmc_status event_synchronize(xmc_instance *inst, xmc_event *eh) {
     std::shared_ptr<Event> e = find_event(inst, eh);
     if (!e) return bad_event(inst, "event_synchronize", eh);
-    if (!recorded(inst, *e)) return XMC_OK;
-    ze_result_t r = Driver::get().zeEventHostSynchronize(e->event, UINT64_MAX);
+    ze_event_handle_t ev = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
+        if (!e->recorded) return XMC_OK;
+        ev = e->event;  // the latest record's
+    }
+    ze_result_t r = Driver::get().zeEventHostSynchronize(ev, UINT64_MAX);
     return r == ZE_RESULT_SUCCESS ? XMC_OK : driver_fail(inst, r, "event_synchronize", "zeEventHostSynchronize");
 }
 
@@ -385,10 +434,14 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) 
     std::shared_ptr<Stream> s = find_stream(inst, sh);
     if (!s) return bad_stream(inst, "stream_wait_event", sh);
     if (capturing(*s)) return refuse_capturing(inst, "stream_wait_event");
-    if (!recorded(inst, *e)) return XMC_OK;  // nothing to wait for
+    ze_event_handle_t ev = nullptr;
+    {
+        std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
+        if (!e->recorded) return XMC_OK;  // nothing to wait for
+        ev = e->event;                    // the latest record's
+    }
     std::lock_guard<std::mutex> lock(s->append_mu);
     if (s->capture) return refuse_capturing(inst, "stream_wait_event");
-    ze_event_handle_t ev = e->event;
     // COPY-ORDER: events order work across streams: the list waits for the signal.
     ze_result_t r = Driver::get().zeCommandListAppendWaitOnEvents(s->list, 1, &ev);
     return r == ZE_RESULT_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_wait_event", "zeCommandListAppendWaitOnEvents");

@@ -47,7 +47,7 @@ namespace xmc::ze {
     X(zeCommandListCreateImmediate) X(zeCommandListDestroy) X(zeCommandListAppendSignalEvent)           \
     X(zeCommandListAppendWaitOnEvents) X(zeEventPoolCreate) X(zeEventPoolDestroy) X(zeEventCreate)      \
     X(zeEventDestroy) X(zeEventHostSynchronize) X(zeEventHostSignal) X(zeEventHostReset)                \
-    X(zeMemAllocDevice)
+    X(zeMemAllocDevice) X(zeCommandListAppendEventReset)
 #define XMC_ZE_COPY(X) X(zeCommandListAppendMemoryCopy) X(zeCommandListAppendMemoryCopyRegion)
 // Slots (vmm.cpp). Free device memory comes from Sysman (core Level Zero has
 // no such query); on a real driver Sysman answers only with
@@ -202,6 +202,10 @@ struct Event {
     ze_event_pool_handle_t pool = nullptr;
     ze_event_handle_t event = nullptr;  // null once event_destroy destroyed it (under the instance's mu)
     bool recorded = false;  // under the instance's mutex; unrecorded events are complete
+    // COPY-REUSE: the events of earlier records, replaced by a fresh one at each
+    // record after the first (waits appended for them still use them); destroyed
+    // with the event. Under the instance's mutex.
+    std::vector<std::pair<ze_event_pool_handle_t, ze_event_handle_t>> retired;
 };
 
 struct Vmm;  // vmm.cpp: slots, requests and their threads
@@ -236,7 +240,7 @@ void fill_table(xmc_backend &table);
 // vmm.cpp. Declared from the one list in <xmc/backend.h>. No transfer
 // executor on Level Zero yet: the capability is not declared.
 // ALWAYS_0_2: close_report in backend.cpp, pin_min_alignment in pin.cpp.
-#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(GRAPH) G(ALWAYS_0_2)
+#define XMC_ZE_GROUPS(G) G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE)
 XMC_ZE_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp

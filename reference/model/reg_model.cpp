@@ -21,7 +21,10 @@ xmc_status RegModel::reg(size_t off, size_t n, int32_t device) {
     if (device < 0 || device >= devices) return XMC_ERR_NO_DEVICE;
     size_t base = 0, size = 0;
     // REG-ALIGN: under refuse an unaligned range is an invalid argument.
+    // REG-ARGS: never out of memory or too large for what is only unaligned.
     if (!recorded(off, n, &base, &size)) return XMC_ERR_INVALID_ARGUMENT;
+    // REG-LARGE: under refuse, above the limit is too large, nothing recorded.
+    if (large == XMC_REG_LARGE_REFUSE && size > limit) return XMC_ERR_TOO_LARGE;
     // REG-DOUBLE: overlapping a recorded range is refused, nothing recorded.
     for (const auto &[b, r] : live)
         if (b < base + size && base < b + r.size) return XMC_ERR_ALREADY_REGISTERED;
@@ -37,6 +40,17 @@ long long RegModel::holder(size_t off) const {
     for (const auto &[b, r] : live)
         if (off >= b && off < b + r.size) return static_cast<long long>(b);
     return -1;
+}
+
+bool RegModel::reuse(size_t off, size_t n) const {
+    for (const auto &[b, r] : live)
+        if (b < off + n && off < b + r.size) return false;
+    return true;
+}
+
+size_t RegModel::driver_calls(size_t size) const {
+    if (large == XMC_REG_LARGE_SPLIT && limit > 0) return (size + limit - 1) / limit;
+    return 1;
 }
 
 } // namespace xmc::model
