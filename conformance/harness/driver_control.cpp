@@ -129,7 +129,6 @@ bool cuda_control(DriverControl *c, std::string *why) {
     c->reject_register = "fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY";
     c->reject_register_code = 2;
     c->register_entry = "cuMemHostRegister";
-    c->register_refusal = "CUDA_ERROR_OUT_OF_MEMORY";
     c->delay_next_copy = "exec_delay:cuMemcpy2DAsync:150ms@1";  // copy.cpp: 1-D host<->device
     c->reject_register_name = "CUDA_ERROR_OUT_OF_MEMORY";
     c->fail_next_unregister = "fail:cuMemHostUnregister:CUDA_ERROR_UNKNOWN@1";

@@ -38,15 +38,13 @@ struct DriverControl {
     const char *nonidentity_register = nullptr;   // registration mapped at another device address
     const char *unsupported_register = nullptr;   // registration not supported by the device
     const char *delay_next_copy = nullptr;        // the next 1-D host<->device copy runs late (COPY-REUSE)
-    const char *register_entry = nullptr;         // the driver's registration call (REG-LARGE scripts)
-    const char *reject_register_name = nullptr;   // the code reject_register injects, by name
+    // The driver's registration (pinning) call and the name of the code
+    // reject_register injects: REG-LARGE and PIN-FAIL-CLEAN build their
+    // exhaust: and size_limit: scripts from them.
+    const char *register_entry = nullptr;
+    const char *reject_register_name = nullptr;
     int64_t reject_register_code = 0;             // the native code the first script injects
     int64_t fail_unregister_code = 0;             // ... and the second
-    // PIN-FAIL-CLEAN builds its exhaust: and size_limit: rules from these: the
-    // entry that registers (pins) host memory and the name of
-    // reject_register_code.
-    const char *register_entry = nullptr;
-    const char *register_refusal = nullptr;
 
     std::string ledger_text() const;
     // Live objects other than contexts: what a failed or undone call must not

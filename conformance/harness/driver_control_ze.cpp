@@ -107,7 +107,6 @@ bool ze_control(DriverControl *c, const std::string &name, std::string *why) {
     c->reject_register = "fail:zeMemAllocHost:ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
     c->reject_register_code = ZE_OUT_OF_HOST_MEMORY;
     c->register_entry = "zeMemAllocHost";
-    c->register_refusal = "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
     c->delay_next_copy = "exec_delay:zeCommandListAppendMemoryCopy:150ms@1";
     c->reject_register_name = "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY";
     c->fail_next_unregister = "fail:zeMemFree:ZE_RESULT_ERROR_DEVICE_LOST@1";

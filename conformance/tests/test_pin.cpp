@@ -1236,7 +1236,7 @@ TEST_P(PinTest, PIN_FAIL_CLEAN_DriverRefusalsLeaveNothingBehind) {
         XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name
                                                     << "' pins without its driver (neither pin_driver nor pin_register)");
     ASSERT_NE(control->register_entry, nullptr);
-    const std::string code = control->register_refusal;
+    const std::string code = control->reject_register_name;
     const std::string scripts[] = {
         "exhaust:" + std::string(control->register_entry) + ":0:" + code,          // no registration left
         "size_limit:" + std::string(control->register_entry) + ":64K:" + code,     // a per-call limit
