@@ -7,10 +7,9 @@
 // The sender then waits for the peer's acknowledgement of the chunk (credit-based flow control)
 // without a bound, "because a large chunk may take long to drain". The receiver has refused and
 // moved on; the sender waits forever.
-#include "broken.hpp"
+#include "transport_wrap.hpp"
 
 #include <cstdint>
-#include <cstring>
 #include <vector>
 
 namespace xmc::broken {
@@ -18,42 +17,30 @@ namespace {
 constexpr size_t kLarge = 4096, kTrailer = 64;
 constexpr uint64_t kAck = uint64_t{1} << 55;  // acknowledgements' tags
 
-struct Ctx {
-    const xmc_transport *inner;
+struct TrailerAndCredit : WrappedTransport {
+    int send(int32_t peer, const void *buf, size_t bytes, uint64_t tag) override {
+        if (bytes < kLarge) return WrappedTransport::send(peer, buf, bytes, tag);
+        std::vector<char> msg(static_cast<const char *>(buf), static_cast<const char *>(buf) + bytes);
+        msg.resize(bytes + kTrailer, 0);  // the checksum trailer
+        if (int rc = WrappedTransport::send(peer, msg.data(), msg.size(), tag)) return rc;
+        char ack = 0;
+        int rc;
+        while ((rc = WrappedTransport::recv(peer, &ack, 1, tag | kAck)) == XMC_ERR_TIMEOUT) {}  // unbounded
+        return rc;
+    }
+    int recv(int32_t peer, void *buf, size_t bytes, uint64_t tag) override {
+        const int rc = WrappedTransport::recv(peer, buf, bytes, tag);
+        if (rc || bytes < kLarge) return rc;
+        const char ack = 1;
+        return WrappedTransport::send(peer, &ack, 1, tag | kAck);
+    }
 };
-int send(void *c, int32_t peer, const void *buf, size_t bytes, uint64_t tag) {
-    auto &x = *static_cast<Ctx *>(c);
-    if (bytes < kLarge) return x.inner->send(x.inner->ctx, peer, buf, bytes, tag);
-    std::vector<char> msg(static_cast<const char *>(buf), static_cast<const char *>(buf) + bytes);
-    msg.resize(bytes + kTrailer, 0);  // the checksum trailer
-    if (int rc = x.inner->send(x.inner->ctx, peer, msg.data(), msg.size(), tag)) return rc;
-    char ack = 0;
-    int rc;
-    while ((rc = x.inner->recv(x.inner->ctx, peer, &ack, 1, tag | kAck)) == XMC_ERR_TIMEOUT) {}  // unbounded
-    return rc;
-}
-int recv(void *c, int32_t peer, void *buf, size_t bytes, uint64_t tag) {
-    auto &x = *static_cast<Ctx *>(c);
-    const int rc = x.inner->recv(x.inner->ctx, peer, buf, bytes, tag);
-    if (rc || bytes < kLarge) return rc;
-    const char ack = 1;
-    return x.inner->send(x.inner->ctx, peer, &ack, 1, tag | kAck);
-}
-int all_gather(void *c, const void *in, void *out, size_t bytes, uint32_t timeout_ms) {
-    auto &x = *static_cast<Ctx *>(c);
-    return x.inner->all_gather(x.inner->ctx, in, out, bytes, timeout_ms);
-}
 } // namespace
 
 static xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    if (!a || !a->group || !a->group->transport || !whole_transport(*a->group->transport)) return host()->transfer_execute(inst, a, st);
-    Ctx x{a->group->transport};
-    xmc_transport tp{&x, send, recv, all_gather, x.inner->name};
-    xmc_group g = *a->group;
-    g.transport = &tp;
-    xmc_transfer_args args = *a;
-    args.group = &g;
-    return host()->transfer_execute(inst, &args, st);
+    if (!a) return host()->transfer_execute(inst, a, st);
+    TrailerAndCredit w;
+    return execute_over(inst, *a, st, w);
 }
 void plant(xmc_backend &t) { t.transfer_execute = transfer_execute; }
 } // namespace xmc::broken

@@ -2,7 +2,7 @@
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
-// Bug (seeds/README.md: staging buffers reused too early): sends are made asynchronous to overlap
+// Bug (a staging buffer reused too early): sends are made asynchronous to overlap
 // them with packing, and a send is waited for only up to a short bound before its staging is
 // handed back, on the belief that any transport has taken the bytes by then. When a send reads its
 // buffer later than that (a slow network, a late DMA), the executor packs the next chunk into the
