@@ -1,4 +1,4 @@
-// xmc-selftest: fails PIN-AFTER-FREE,PIN-POOL
+// xmc-selftest: fails PIN-AFTER-FREE,PIN-POOL,PIN-REFS
 // xmc-selftest: base cuda
 // xmc-selftest: filter PIN-*
 // xmc-selftest: timeout 60

@@ -1,11 +1,13 @@
-// xmc-selftest: fails AFF-REFUSE-BEFORE-WRITE,AFF-MAP-FLAT
+// xmc-selftest: fails AFF-REFUSE-BEFORE-WRITE,AFF-MAP-FLAT,AFF-LAYOUT,AFF-PATH
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
 // Bug: local segments are copied before the ranks agree, so a request that another rank refuses
 // has already written this rank's target. Here the local part of the plan runs first, alone.
 // AFF-MAP-FLAT fails too: a flat shard on a buffer the executors refuse (elements not evenly
-// spaced) has had its local part written before the refusal.
+// spaced) has had its local part written before the refusal. AFF-LAYOUT and AFF-PATH the same
+// way: a buffer whose layout differs from the plan's, or ranks that disagree on a data path, are
+// refused by every rank, but only after this rank's local part was written.
 #include "broken.hpp"
 
 #include <cstring>

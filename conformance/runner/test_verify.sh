@@ -107,7 +107,7 @@ expect unexpected_pass_of_waived "$good" "PIN-ALLOC is waived .* but passed" \
   "printf 'PIN-ALLOC\thost\t*\tknown failure\thttps://example.invalid/2\n' >>waivers.tsv"
 expect bad_waiver_line "$good" "waivers.tsv:[0-9]+: a waiver has 5 tab-separated columns" \
   "printf 'PIN-ALLOC\thost\n' >>waivers.tsv"
-expect capabilities_changed "$good" "capabilities.json declares \\[pin,pin_refs,register,stream,copy,transfer,register_portable\\] but results.json" \
+expect capabilities_changed "$good" "capabilities.json declares \\[pin,pin_refs,register,stream,copy,transfer,graph,register_portable\\] but results.json" \
   "jqi capabilities.json '.capabilities -= [\"vmm\"] | .mask -= 64'"
 expect capability_mask_changed "$good" "the mask 1 does not match" "jqi capabilities.json '.mask = 1'"
 expect backend_renamed "$good" "capabilities.json names backend other" "jqi capabilities.json '.backend = \"other\"'"
