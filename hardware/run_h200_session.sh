@@ -1,24 +1,39 @@
 #!/usr/bin/env bash
-# One GPU machine's session in one call: the gpu1 tier (serial and --jobs 4),
-# the slot and copy benchmarks at 16 MiB..1 GiB with their same-run peaks and a
-# baseline recorded from them, the PyTorch tier and the IPC bench where built.
-# Usage (from the repository root, binaries from the gpu-carry preset):
-#   hardware/run_h200_session.sh build/gpu-carry "$OUT"
-# Every step's log and package lands in OUT (packages as .tgz: a GPU machine
-# hands back a few files only).
+# One GPU machine's session in one call: the steps named (default all) of
+#   gpu1     the gpu1 tier, serial, then with --jobs 4
+#   bench    xmc bench at 16 MiB..1 GiB (each row beside its same-run peak) and a baseline from it
+#   transfer xmc_gpu_transfer_bench (skips itself below two GPUs)
+#   pytorch  the PyTorch adapter's tier (hardware/run_pytorch_tier.sh)
+# Usage, from the repository root, with the runner, benchmarks and the cuda and
+# host backends of the gpu-carry preset in B/bin and B/lib:
+#   hardware/run_h200_session.sh B OUT [step...]
+# Each step's log and package land in OUT as files (a GPU machine hands back a
+# few files only: packages are packed into OUT/<step>.tgz). Each step has a
+# time limit, so that one that hangs still leaves the others' results.
 set -uo pipefail
-b=$1 out=$2
+b=$1 out=$2; shift 2
+steps=${*:-gpu1 bench transfer pytorch}
 x=$b/bin/xmc
-mkdir -p "$out" /tmp/xmc-h200
 w=/tmp/xmc-h200
-step() { local name=$1; shift; local t0=$SECONDS; echo "== $name: $*"; "$@" >"$w/$name.log" 2>&1; local rc=$?
-         echo "== $name: exit $rc after $((SECONDS - t0)) s"; tail -n 25 "$w/$name.log"; return 0; }
-{ nvidia-smi; nvidia-smi topo -m; lscpu | head -20; } >"$w/machine.txt" 2>&1
-step gpu1 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
-step gpu1-jobs4 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-jobs4" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
-step bench "$x" bench --backend cuda --sizes 16M,64M,256M,1G --json "$w/bench.json" --write-baseline "$w/baseline.json" --tolerance 0.05
-[ -x "$b/bin/xmc_gpu_transfer_bench" ] && step ipc-bench "$b/bin/xmc_gpu_transfer_bench" --backend cuda --check-targets --json "$w/transfer-bench.json"
-[ -x hardware/run_pytorch_tier.sh ] && step pytorch hardware/run_pytorch_tier.sh "$x" "$w/pytorch"
-tar czf "$out/h200-session.tgz" -C /tmp xmc-h200
-cp "$w"/*.log "$w/machine.txt" "$out/" 2>/dev/null
+mkdir -p "$out" "$w"
+step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; echo "== $name: $*"
+         timeout "$limit" "$@" >"$w/$name.log" 2>&1; local rc=$?
+         echo "== $name: exit $rc after $((SECONDS - t0)) s"; tail -n 40 "$w/$name.log"; cp "$w/$name.log" "$out/"; }
+{ nvidia-smi; nvidia-smi topo -m; lscpu | head -20; } >"$out/machine.txt" 2>&1
+for s in $steps; do
+  case $s in
+    gpu1)
+      step gpu1 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
+      step gpu1-jobs4 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-jobs4" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
+      tar czf "$out/gpu1.tgz" -C "$w" gpu1 gpu1-jobs4 ;;
+    bench)
+      step bench 300 "$x" bench --backend cuda --sizes 16M,64M,256M,1G --json "$w/bench.json" --write-baseline "$w/baseline.json" --tolerance 0.05
+      tar czf "$out/bench.tgz" -C "$w" bench.json bench.csv baseline.json 2>/dev/null ;;
+    transfer)
+      step transfer 120 "$b/bin/xmc_gpu_transfer_bench" --backend cuda --check-targets --json "$w/transfer-bench.json" ;;
+    pytorch)
+      step pytorch 420 hardware/run_pytorch_tier.sh "$x" "$w/pytorch"
+      tar czf "$out/pytorch.tgz" -C "$w" pytorch ;;
+  esac
+done
 ls -la "$out"
