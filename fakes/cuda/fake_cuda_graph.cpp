@@ -35,9 +35,10 @@
 //   - cuStreamEndCapture on a stream forked into a capture (not its origin):
 //     CUDA_ERROR_STREAM_CAPTURE_UNMATCHED; a fork is unjoined when the forked stream has work
 //     the origin has not waited for;
-//   - only cuMemAlloc and cuMemHostRegister are refused as unsafe (the recorded two):
-//     cuMemCreate, cuMemMap, cuMemUnmap, cuMemSetAccess, cuMemRelease, events and copies of
-//     other streams pass in every mode (cuMemMap, cuMemUnmap and cuMemcpyHtoD were recorded);
+//   - cuMemAlloc, cuMemHostRegister (recorded) and cuStreamSynchronize / cuEventSynchronize of
+//     other streams and events (seen on the H200 with driver 580.159.04) are refused as unsafe;
+//     cuMemCreate, cuMemMap, cuMemUnmap, cuMemSetAccess, cuMemRelease, event records and copies
+//     of other streams pass in every mode (cuMemMap, cuMemUnmap and cuMemcpyHtoD were recorded);
 //   - the per-thread default stream is treated as the legacy one for the implicit dependency;
 //   - destroying a capturing stream removes it from the capture; its origin's destruction
 //     invalidates the capture;

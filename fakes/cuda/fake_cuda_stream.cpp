@@ -347,6 +347,10 @@ XMC_FAKE_EXPORT CUresult cuStreamSynchronize(CUstream hStream) {
     std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
     if (!s) return err;
     if (s->capture) return refuse_in_capture_locked(*s);  // recorded: capture_stream_synchronize
+    // Seen on the H200 (driver 580.159.04): a synchronize of another stream from a
+    // thread that captures in thread-local mode (or during a global capture) is
+    // refused with 900 and invalidates that capture; relaxed captures allow it.
+    if (CUresult r = unsafe_in_capture_locked(); r != CUDA_SUCCESS) return r;
     wait_idle_locked(lk, s);
     return ctx_result_locked(s->ctx);
 }
@@ -496,6 +500,7 @@ XMC_FAKE_EXPORT CUresult cuEventSynchronize(CUevent hEvent) {
     if (it == g.events.end()) return CUDA_ERROR_INVALID_HANDLE;
     std::shared_ptr<Event> e = it->second;
     if (CUresult r = captured_event_locked(*e); r != CUDA_SUCCESS) return r;  // recorded: capture_event_synchronize_captured
+    if (CUresult r = unsafe_in_capture_locked(); r != CUDA_SUCCESS) return r;  // as cuStreamSynchronize, seen on the H200
     uint64_t target = e->recorded;
     g.cv.wait(lk, [&] {
         Context* c = find_ctx_locked(e->ctx);

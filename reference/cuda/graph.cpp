@@ -112,7 +112,12 @@ xmc_status graph_begin(xmc_instance *inst, xmc_stream *sh) {
         Driver &d = Driver::get();
         CtxScope scope(d, s.ctx);
         CUresult r = scope.result();
-        if (r == CUDA_SUCCESS) r = d.cuStreamBeginCapture(s.stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+        // Relaxed: in thread-local mode the H200's driver (580.159.04) refuses a
+        // synchronize of any other stream or event from the capturing thread with
+        // 900 and invalidates the capture, so GRAPH-CAPTURE's "other streams
+        // work meanwhile" failed there; the capturing stream's own refusals are
+        // the backend's (refuse_capturing) in every mode.
+        if (r == CUDA_SUCCESS) r = d.cuStreamBeginCapture(s.stream, CU_STREAM_CAPTURE_MODE_RELAXED);
         if (r != CUDA_SUCCESS) return driver_fail(inst, r, call, "cuStreamBeginCapture");
         s.capture = std::make_shared<Capture>();
         return XMC_OK;
