@@ -1,4 +1,4 @@
-// xmc-selftest: fails VMM-DOUBLE
+// xmc-selftest: fails VMM-DOUBLE,VMM-STATE
 // xmc-selftest: base cuda
 // xmc-selftest: filter VMM-*
 // xmc-selftest: env RC_PARAMS=max_success=20

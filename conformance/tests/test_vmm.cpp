@@ -1828,6 +1828,25 @@ size_t second_releases(const xmc_backend *api) {
     return c && c->second_releases ? c->second_releases() : 0;
 }
 
+// VMM-STATE's "nothing changed" includes the driver: a refused release of a
+// released slot makes no driver call (a second unmap poisoned the fake's
+// context, so the stateful sequences caught that bug only when they drew it).
+TEST_P(VmmTest, VMM_STATE_RefusedReleaseOfAReleasedSlotChangesNothingAtTheDriver) {
+    Env &v = e();
+    const size_t second0 = second_releases(api);
+    auto [s, info] = v.mapped_slot(1);
+    ASSERT_NE(s, nullptr);
+    xmc_request *rel = nullptr, *again = nullptr;
+    ASSERT_TRUE(v.ok(v.release(s, v.io, &rel)));
+    ASSERT_TRUE(v.ok(v.wait(rel)));
+    EXPECT_TRUE(v.refused(XMC_ERR_BUSY, v.release(s, v.io, &again), "slot_release"));
+    ASSERT_TRUE(v.ok(v.wait(rel)));
+    EXPECT_EQ(second_releases(api), second0) << "a refused release reached the driver (a second unmap or release)";
+    xmc_stream *st = v.stream();
+    EXPECT_NE(st, nullptr) << "the driver refuses work after the refused release";
+    ASSERT_TRUE(v.ok(v.destroy(rel)));
+}
+
 TEST_P(VmmTest, VMM_DOUBLE_ReleaseOfAReleasedSlotIsRefusedAndNeverReachesTheDriver) {
     Env &v = e();
     const size_t second0 = second_releases(api);
