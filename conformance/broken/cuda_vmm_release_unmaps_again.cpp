@@ -1,4 +1,4 @@
-// xmc-selftest: fails VMM-DOUBLE,VMM-STATE
+// xmc-selftest: fails VMM-DOUBLE,VMM-STATE,VMM-ERROR-CLEAR
 // xmc-selftest: base cuda
 // xmc-selftest: filter VMM-*
 // xmc-selftest: env RC_PARAMS=max_success=20

@@ -2102,6 +2102,7 @@ TEST_P(VmmTest, VMM_ERROR_CLEAR_StatefulSequencesAgreeWithModel) {
 // Refusals at submit: none leaves state behind on the slot or the stream.
 TEST_P(VmmTest, VMM_ERROR_CLEAR_AfterARefusedCallTheNextValidRequestSucceeds) {
     Env &v = e();
+    const size_t second0 = second_releases(api);
     auto [s, info] = v.mapped_slot(1);
     ASSERT_NE(s, nullptr);
     xmc_stream *st = v.stream();
@@ -2118,6 +2119,9 @@ TEST_P(VmmTest, VMM_ERROR_CLEAR_AfterARefusedCallTheNextValidRequestSucceeds) {
     std::vector<char> data = pattern(342, info.size);
     xmc_copy_desc d = Env::linear(data.data(), XMC_MEM_HOST, info.address, XMC_MEM_DEVICE, info.size);
     EXPECT_TRUE(v.refused(XMC_ERR_BUSY, api->copy(v.inst, &d, st), "copy"));
+    // A refused call leaves nothing behind at the driver either: a second unmap
+    // there is state that later requests on the slot meet.
+    EXPECT_EQ(second_releases(api), second0) << "a refused call reached the driver (a second unmap or release)";
     xmc_request *q = nullptr;
     ASSERT_TRUE(v.ok(v.remap(s, st, src, info.size, 0, &q))) << "the slot kept an error of a refused call";
     ASSERT_TRUE(v.ok(v.wait(q)));
