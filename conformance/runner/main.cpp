@@ -296,6 +296,10 @@ int main(int argc, char **argv) {
         ->capture_default_str();
     qualify_cmd->add_option("--expect-fail", q.expect_fail, "Self-test: succeed only when exactly these requirements fail")
         ->check(catalogue_ids());
+    qualify_cmd->add_option("--may-fail", q.may_fail,
+                            "Self-test: these requirements may fail as well (a race reaches them through the bug)")
+        ->check(catalogue_ids())
+        ->needs("--expect-fail");
     qualify_cmd->add_option("--sanitize", q.sanitize,
                             "Run the children under this sanitizer: the ThreadSanitizer builds of the runner and backend")
         ->check(CLI::IsMember({"thread"}));

@@ -20,6 +20,7 @@ struct QualifyOptions {
     std::string mustpass;     // suite version of the must-pass lists; "" this suite's
     std::string waivers;      // file: ID<TAB>backend<TAB>device<TAB>reason<TAB>link (or ID<TAB>backend<TAB>reason)
     std::string expect_fail;  // self-test: exactly these IDs must fail
+    std::string may_fail;     // self-test: these may fail too (their premise is what the bug breaks)
     int timeout_s = 300;      // per requirement
     bool bench = false;       // also run the benchmarks (bench.json, bench.csv, plots)
     std::vector<unsigned long long> bench_sizes;  // transfer sizes for them; empty: defaults
