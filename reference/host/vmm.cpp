@@ -33,7 +33,7 @@ namespace xmc::host {
 
 namespace {
 
-constexpr size_t kGranularity = size_t{2} << 20;     // as cuMemGetAllocationGranularity on an H200
+constexpr size_t kGranularity = size_t{64} << 10;    // above a page (so rounding is exercised), not 2 MiB: the slot tests move data in granules
 constexpr uint64_t kDeviceBytes = uint64_t{1} << 30;  // the host device's memory (declared, fixed)
 
 // One device per process, shared by every instance, as a GPU is.
