@@ -49,13 +49,21 @@ bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std:
         if (r.id.empty() || r.summary.empty() || r.tiers.empty() || r.capabilities.empty()) bad = "four tab-separated fields";
         for (const auto &c : r.capabilities)
             if (c != "model" && c != "always" && !capability_bit(c)) bad = "a known capability, not '" + c + "'";
-        // The optional fifth column says why the requirement may not share the machine.
-        constexpr const char *kAlone = "alone: ";
+        // The optional fifth column says why the requirement may not share the machine: always,
+        // or only when its device is one other processes share (a GPU, not the host backend's
+        // model of one nor a fake driver's, which each process has to itself).
+        constexpr const char *kAlone = "alone: ", *kShared = "alone on a shared device: ";
         if (bad.empty() && !alone.empty()) {
-            if (alone.rfind(kAlone, 0) == 0 && alone.size() > std::string(kAlone).size())
-                r.alone = alone.substr(std::string(kAlone).size());
-            else
-                bad = "a fifth field 'alone: <why it cannot share the machine>' or none, not '" + alone + "'";
+            const std::string a = kAlone, sh = kShared;
+            if (alone.rfind(sh, 0) == 0 && alone.size() > sh.size()) {
+                r.alone = alone.substr(sh.size());
+                r.alone_if_shared = true;
+            } else if (alone.rfind(a, 0) == 0 && alone.size() > a.size()) {
+                r.alone = alone.substr(a.size());
+            } else {
+                bad = "a fifth field 'alone: <why it cannot share the machine>', 'alone on a shared device: <why>' "
+                      "or none, not '" + alone + "'";
+            }
         }
         if (!bad.empty()) {
             if (error) *error = "catalogue line " + std::to_string(line_no) + ": expected " + bad + ": " + line;

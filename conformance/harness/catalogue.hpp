@@ -20,6 +20,9 @@ struct Requirement {
     // column, "alone: <why>"): its tests check state another process changes
     // (a GPU's free memory, a wall-clock bound). "" when it may share the machine.
     std::string alone;
+    // "alone on a shared device: <why>": alone only when the backend's device is shared with
+    // other processes (qualify finds out, device_shared()).
+    bool alone_if_shared = false;
 
     std::string test_prefix() const;  // "PIN_FREE_"
     bool in_tier(const std::string &t) const;

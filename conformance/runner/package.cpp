@@ -581,6 +581,136 @@ json collect_environment(const LoadedBackend &b, int timeout_s) {
     return env;
 }
 
+// ---- whether device 0 is shared with other processes ----------------------------
+
+namespace {
+
+// A forked child that runs `fn` and writes its answer on a pipe; the parent reads a line of it
+// with a time limit. (Forked, not exec'd: the parent never calls into the backend itself.)
+struct Forked {
+    pid_t pid = -1;
+    int out = -1, hold = -1;  // the child's answers; closing `hold` lets it finish
+};
+
+template <class F>
+Forked fork_child(F &&fn) {
+    Forked f;
+    int o[2], h[2];
+    if (pipe(o) != 0) return f;
+    if (pipe(h) != 0) { close(o[0]); close(o[1]); return f; }
+    std::fflush(nullptr);
+    f.pid = fork();
+    if (f.pid == 0) {
+        close(o[0]);
+        close(h[1]);
+        fn(o[1], h[0]);
+        _exit(0);
+    }
+    close(o[1]);
+    close(h[0]);
+    f.out = o[0];
+    f.hold = h[1];
+    return f;
+}
+
+// One line from fd, within the deadline ("" when none came).
+std::string read_line(int fd, std::chrono::steady_clock::time_point deadline) {
+    std::string line;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) return "";
+        pollfd p{fd, POLLIN, 0};
+        if (poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+        char c;
+        if (read(fd, &c, 1) != 1) return "";
+        if (c == '\n') return line;
+        line += c;
+    }
+}
+
+void finish(Forked &f) {
+    if (f.hold >= 0) close(f.hold);
+    if (f.out >= 0) close(f.out);
+    if (f.pid > 0) {
+        int status = 0;
+        // The holder frees and exits once its pipe closes; one that hangs is killed.
+        for (int i = 0; i < 200 && waitpid(f.pid, &status, WNOHANG) == 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        if (waitpid(f.pid, &status, WNOHANG) == 0) {
+            kill(f.pid, SIGKILL);
+            waitpid(f.pid, &status, 0);
+        }
+    }
+}
+
+void say(int fd, const std::string &s) {
+    const std::string line = s + "\n";
+    if (write(fd, line.data(), line.size()) < 0) {}
+}
+
+// Opens an instance; the device's free memory, or "" (with why) when it has none to report.
+bool free_memory(const LoadedBackend &b, xmc_instance **inst, uint64_t *free, std::string *why) {
+    xmc_open_params p{sizeof p, nullptr};
+    int32_t n = 0;
+    uint64_t total = 0;
+    if (b.api->open(&p, inst) != XMC_OK) return *why = "the backend does not open", false;
+    if (b.api->device_count(*inst, &n) != XMC_OK || n < 1) return *why = "the backend has no device", false;
+    if (!b.api->device_free_memory || b.api->device_free_memory(*inst, 0, free, &total) != XMC_OK)
+        return *why = "device 0 reports no free memory", false;
+    return true;
+}
+
+} // namespace
+
+bool device_shared(const LoadedBackend &b, int timeout_s, std::string *how) {
+    constexpr uint64_t kHold = uint64_t{64} << 20;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+    // The holder: device 0's free memory, then kHold bytes of it held until told to finish.
+    Forked holder = fork_child([&](int out, int hold) {
+        xmc_instance *inst = nullptr;
+        uint64_t free = 0;
+        void *p = nullptr;
+        std::string why;
+        if (!free_memory(b, &inst, &free, &why)) return say(out, "no " + why);
+        if (!b.api->dev_alloc || b.api->dev_alloc(inst, 0, kHold, &p) != XMC_OK)
+            return say(out, "no device 0 cannot allocate " + std::to_string(kHold >> 20) + " MiB");
+        say(out, "free " + std::to_string(free));
+        char c;
+        while (read(hold, &c, 1) > 0) {}
+        b.api->dev_free(inst, p);
+        b.api->close(inst);
+    });
+    const std::string h = read_line(holder.out, deadline);
+    bool shared = true;
+    if (h.rfind("free ", 0) != 0) {
+        *how = "cannot tell (" + (h.empty() ? std::string("the probe gave no answer") : h.substr(3)) +
+               "): taken as shared";
+    } else {
+        // A second process: on a device the two share, it sees the held bytes gone.
+        Forked asker = fork_child([&](int out, int) {
+            xmc_instance *inst = nullptr;
+            uint64_t free = 0;
+            std::string why;
+            say(out, free_memory(b, &inst, &free, &why) ? "free " + std::to_string(free) : "no " + why);
+            if (inst) b.api->close(inst);
+        });
+        const std::string a = read_line(asker.out, deadline);
+        finish(asker);
+        if (a.rfind("free ", 0) != 0) {
+            *how = "cannot tell (" + (a.empty() ? std::string("the probe gave no answer") : a.substr(3)) +
+                   "): taken as shared";
+        } else {
+            const uint64_t before = std::stoull(h.substr(5)), seen = std::stoull(a.substr(5));
+            shared = seen + kHold / 2 <= before;
+            *how = "while one process held " + std::to_string(kHold >> 20) + " MiB of device 0 (free before: " +
+                   std::to_string(before) + " bytes), another saw " + std::to_string(seen) + " bytes free: " +
+                   (shared ? "shared" : "each process's own");
+        }
+    }
+    finish(holder);
+    return shared;
+}
+
 json device_identity(const json &environment) {
     json ids = json::array();
     if (!environment.contains("devices") || !environment["devices"].is_array()) return ids;

@@ -96,6 +96,11 @@ bool waiver_applies(const Waiver &w, const std::string &backend, const std::vect
 // backend is opened in a child process (time limit `timeout_s`), so a backend
 // that crashes or hangs on open is recorded as such, not fatal.
 json collect_environment(const LoadedBackend &b, int timeout_s);
+// Whether the backend's device 0 is shared with other processes, as a GPU is (the host backend's
+// model of a device and the fake drivers' are each process's own): one forked process holds
+// 64 MiB of it while a second reports the free memory it sees. *how says what was seen; when it
+// cannot be told (no device, no dev_alloc, no answer in time) the device is taken as shared.
+bool device_shared(const LoadedBackend &b, int timeout_s, std::string *how);
 // The environment variables that choose the backend and its driver
 // (XMC_CUDA_DRIVER, ZE_ENABLE_ALT_DRIVERS, XMC_BACKEND_PATH, XMC_FAKE_*), as set now.
 std::vector<std::pair<std::string, std::string>> driver_variables();

@@ -599,8 +599,22 @@ int qualify(const QualifyOptions &opts) {
     if (o.jobs <= 1) {
         for (size_t i : to_run) run_one(i);
     } else {
+        // Rows alone only on a shared device: ask whether this backend's device is one.
+        bool device_is_shared = false;
+        for (size_t i : to_run)
+            if (selected[i]->alone_if_shared) {
+                std::string how;
+                device_is_shared = device_shared(*b, std::min(o.timeout_s, 30), &how);
+                std::printf("xmc qualify: --jobs %d: %s; the rows 'alone on a shared device' run %s\n", o.jobs,
+                            how.c_str(), device_is_shared ? "alone" : "beside the others");
+                break;
+            }
         std::vector<size_t> shared, alone;
-        for (size_t i : to_run) (selected[i]->alone.empty() ? shared : alone).push_back(i);
+        for (size_t i : to_run) {
+            const Requirement &r = *selected[i];
+            const bool by_itself = !r.alone.empty() && (!r.alone_if_shared || device_is_shared);
+            (by_itself ? alone : shared).push_back(i);
+        }
         std::atomic<size_t> next{0};
         std::vector<std::thread> pool;
         for (int t = 0; t < o.jobs && static_cast<size_t>(t) < shared.size(); ++t)

@@ -47,6 +47,10 @@ else bad "--jobs 2 verdicts differ from the serial run:"; cat "$work/jobs2.diff"
 [ "$(head -n1 "$serial/summary.txt")" = "$(head -n1 "$work/jobs2/summary.txt")" ] && ok "--jobs 2 summary: $(cat "$work/jobs2/summary.txt")" ||
   bad "--jobs 2 summary '$(cat "$work/jobs2/summary.txt")' is not the serial '$(cat "$serial/summary.txt")'"
 jq -e '.jobs == 2' "$work/jobs2/results.json" >/dev/null && ok "results.json records jobs 2" || bad "results.json does not record --jobs 2"
+# The host backend's device is each process's own: the VMM rows share the machine.
+grep -q "another saw 1073741824 bytes free: each process's own; the rows 'alone on a shared device' run beside the others" \
+  "$work/jobs2.log" && ok "--jobs 2 finds the host device private to each process" ||
+  { bad "--jobs 2 did not find the host device private:"; grep "jobs 2:" "$work/jobs2.log"; }
 "$xmc" verify "$work/jobs2" >"$work/jobs2.verify" 2>&1 && ok "verify accepts the --jobs 2 package" ||
   { bad "verify rejects the --jobs 2 package:"; cat "$work/jobs2.verify"; }
 
