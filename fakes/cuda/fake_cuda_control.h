@@ -19,6 +19,9 @@
  *   XMC_FAKE_CUDA_MEM_BYTES device memory per device (default 1G); a number with
  *                           optional K/M/G suffix, or a comma list per physical
  *                           device ("1G,512M")
+ *   XMC_FAKE_CUDA_STREAM_POOL_BYTES  bytes a context's device keeps for good
+ *                           each time its live streams reach a new high (default
+ *                           0: none), as the H200 driver keeps 2 MiB per stream
  *   XMC_FAKE_CUDA_ATTRS     device attribute overrides, comma-separated
  *                           [pN:]ATTR=VALUE, ATTR a CUdevice_attribute number or
  *                           one of host_register_supported,

@@ -221,6 +221,7 @@ struct Config {
     int device_count = 2;
     std::vector<int> order;              // ordinal -> physical
     std::vector<size_t> mem_bytes;       // per physical device
+    size_t stream_pool_bytes = 0;        // XMC_FAKE_CUDA_STREAM_POOL_BYTES (fake_cuda_stream.cpp)
     std::vector<std::pair<int, std::pair<int, int>>> attrs;  // (physical or -1, (attr, value))
     std::string faults;
     bool trace = false;
@@ -241,6 +242,7 @@ struct State {
     std::map<uint64_t, std::shared_ptr<Context>> contexts;
     std::vector<uint64_t> primary;                      // ordinal -> primary context handle
     std::map<uint64_t, std::shared_ptr<Stream>> streams;
+    std::map<uint64_t, size_t> stream_high;  // context -> most live streams so far
     std::vector<std::shared_ptr<Stream>> retired;       // destroyed, worker still draining
     std::map<uint64_t, std::shared_ptr<Event>> events;
     std::map<uintptr_t, Allocation> allocations;        // by base

@@ -240,6 +240,9 @@ Config read_config() {
         else
             c.mem_bytes = bytes;
     }
+    v = std::getenv("XMC_FAKE_CUDA_STREAM_POOL_BYTES");
+    if (v != nullptr && *v != '\0' && !parse_bytes(v, &c.stream_pool_bytes))
+        fail(std::string("XMC_FAKE_CUDA_STREAM_POOL_BYTES='") + v + "': expected bytes (e.g. 2M, 2097152)");
     v = std::getenv("XMC_FAKE_CUDA_ATTRS");
     if (v != nullptr && *v != '\0') {
         for (std::string_view p : split(v, ',')) {
@@ -425,6 +428,7 @@ void free_all_locked(std::unique_lock<std::mutex>& lk) {
     stop_callback_thread_locked(lk, std::chrono::hours(24));
     graphs_free_all_locked();
     g.streams.clear();
+    g.stream_high.clear();
     g.retired.clear();
     g.events.clear();
     for (auto& [b, a] : g.allocations) munmap(reinterpret_cast<void*>(a.base), a.mapped);

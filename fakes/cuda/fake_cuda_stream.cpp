@@ -279,21 +279,12 @@ CUresult push_op(CUstream hs, Op op) {
 // bytes for good, as the H200 driver (580) keeps 2 MiB on a stream creation.
 // A free-memory check that brackets a stream creation then fails here as it
 // did on the H200 (the hostile-handles VMM-STATE test did).
-size_t stream_pool_bytes() {
-    static const size_t bytes = [] {
-        const char* v = std::getenv("XMC_FAKE_CUDA_STREAM_POOL_BYTES");
-        return v == nullptr ? size_t{0} : static_cast<size_t>(std::strtoull(v, nullptr, 10));
-    }();
-    return bytes;
-}
-std::map<uint64_t, size_t> g_stream_high;  // context -> most live streams so far; under the state mutex
-
 void keep_stream_pool_locked(State& g, const Context& c) {
-    const size_t bytes = stream_pool_bytes();
+    const size_t bytes = g.config.stream_pool_bytes;
     if (bytes == 0) return;
     size_t live = 0;
     for (const auto& [h, s] : g.streams) live += s && s->ctx == c.handle;
-    size_t& high = g_stream_high[c.handle];
+    size_t& high = g.stream_high[c.handle];
     if (live <= high) return;
     high = live;
     Device& d = g.devices[static_cast<size_t>(c.ordinal)];

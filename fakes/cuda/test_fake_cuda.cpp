@@ -105,7 +105,8 @@ std::string last_error() {
 }
 
 const char* const kEnv[] = {"XMC_FAKE_CUDA_DEVICES", "XMC_FAKE_CUDA_ORDER", "XMC_FAKE_CUDA_MEM_BYTES",
-                            "XMC_FAKE_CUDA_ATTRS", "XMC_FAKE_CUDA_FAULTS", "XMC_FAKE_CUDA_TRACE"};
+                            "XMC_FAKE_CUDA_ATTRS", "XMC_FAKE_CUDA_FAULTS", "XMC_FAKE_CUDA_TRACE",
+                            "XMC_FAKE_CUDA_STREAM_POOL_BYTES"};
 
 size_t page() { return static_cast<size_t>(sysconf(_SC_PAGESIZE)); }
 
@@ -374,6 +375,38 @@ TEST_F(FakeCuda, DeviceMemoryIsHostMemoryCountedPerDevice) {
     ASSERT_EQ(a.cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
     EXPECT_EQ(fr, total);
     release(0);
+}
+
+// A context keeps stream-pool bytes for good at each new high of its live streams (as the H200
+// driver does); off by default, so a stream costs no device memory.
+TEST_F(FakeCuda, StreamPoolBytesAreKeptAtEachNewHighOfLiveStreams) {
+    for (const char* pool : {"", "2M"}) {
+        start({{"XMC_FAKE_CUDA_MEM_BYTES", "64M"}, {"XMC_FAKE_CUDA_STREAM_POOL_BYTES", pool}});
+        const size_t kept = *pool ? 2u << 20 : 0;
+        retain(0);
+        size_t fr = 0, total = 0;
+        auto used = [&] {
+            EXPECT_EQ(a.cuMemGetInfo(&fr, &total), CUDA_SUCCESS);
+            return total - fr;
+        };
+        CUstream s1 = nullptr, s2 = nullptr, s3 = nullptr;
+        ASSERT_EQ(a.cuStreamCreate(&s1, 0), CUDA_SUCCESS);
+        EXPECT_EQ(used(), kept) << "pool '" << pool << "': the first stream";
+        ASSERT_EQ(a.cuStreamCreate(&s2, 0), CUDA_SUCCESS);
+        EXPECT_EQ(used(), 2 * kept) << "pool '" << pool << "': a second live stream is a new high";
+        ASSERT_EQ(a.cuStreamDestroy(s2), CUDA_SUCCESS);
+        ASSERT_EQ(a.cuStreamCreate(&s3, 0), CUDA_SUCCESS);
+        EXPECT_EQ(used(), 2 * kept) << "pool '" << pool << "': two live streams again is no new high";
+        ASSERT_EQ(a.cuStreamDestroy(s1), CUDA_SUCCESS);
+        ASSERT_EQ(a.cuStreamDestroy(s3), CUDA_SUCCESS);
+        EXPECT_EQ(used(), 2 * kept) << "pool '" << pool << "': the pool stays after its streams go";
+        release(0);
+    }
+    testing::internal::CaptureStderr();
+    start({{"XMC_FAKE_CUDA_STREAM_POOL_BYTES", "lots"}}, false);
+    const std::string said = testing::internal::GetCapturedStderr();
+    EXPECT_EQ(a.cuInit(0), CUDA_ERROR_INVALID_VALUE) << "a malformed pool size is refused at cuInit";
+    EXPECT_NE(said.find("XMC_FAKE_CUDA_STREAM_POOL_BYTES='lots'"), std::string::npos) << said;
 }
 
 // ---- registration ----------------------------------------------------------------------------------
