@@ -1,7 +1,7 @@
 // The fault sweep (SPEC 7): for every driver call that the registration,
 // pinning, copy and open-to-close scenarios make, one run of the scenario in
 // which exactly that call fails. The scenarios and their tests are in the
-// files of their requirements (test_register.cpp, test_pin.cpp,
+// files of their requirements (test_register.cpp, test_pin_methods.cpp,
 // test_copy.cpp); this is the engine they share. Every run must
 //   - not crash (and not hang);
 //   - report the failure cleanly: the xmc call that met it answers a non-OK

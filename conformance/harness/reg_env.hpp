@@ -1,5 +1,5 @@
 // The harness of the REG-* tests (conformance/tests/test_register.cpp) and of
-// PIN-DEVICE's (test_pin.cpp): an arena of pages nothing else uses, and the
+// PIN-DEVICE's (test_pin_methods.cpp): an arena of pages nothing else uses, and the
 // fixtures. Registered memory comes from mmap, so its pages belong to the test
 // alone. Where a requirement needs the driver to misbehave, the fault hook
 // (driver_control.hpp) injects it; a backend without one skips those tests
