@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <sstream>
 
 namespace xmc::conformance {
@@ -34,12 +36,23 @@ struct Words {
     uint64_t at(uint64_t i) const { return w[i & 4095] ^ (i * 0x9E3779B97F4A7C15ull); }
 };
 
+// A tag's table, made once per thread: the stateful properties fill and check thousands of
+// granules with a few tags, and making the table each time cost more than the filling (a tenth
+// of a VMM property's time on the host). A thread that met many tags starts over.
+const Words &words(int tag) {
+    thread_local std::map<int, std::unique_ptr<Words>> cache;
+    if (cache.size() > 64) cache.clear();
+    std::unique_ptr<Words> &w = cache[tag];
+    if (!w) w = std::make_unique<Words>(tag);
+    return *w;
+}
+
 } // namespace
 
 // ---- data -------------------------------------------------------------------
 
 void fill(char *p, size_t n, int tag) {
-    const Words t(tag);
+    const Words &t = words(tag);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const uint64_t w = t.at(i / 8);
@@ -56,7 +69,7 @@ std::vector<char> pattern(int tag, size_t n) {
 }
 
 size_t mismatch(const std::vector<char> &got, int tag, size_t at) {
-    const Words t(tag);
+    const Words &t = words(tag);
     const size_t whole = got.size() / 8 * 8;
     for (size_t i = 0; i < got.size(); i += 8) {
         const uint64_t w = t.at((at + i) / 8);
