@@ -330,16 +330,14 @@ TEST_P(TransferTest, AFF_EXEC_EXACT_SourcesInsideLargerAllocations) {
                 throw std::runtime_error("test setup: copying the source into a larger block failed");
             args.source.ptr = at;
         };
-        const Failures f = run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &out) {
+        const Failures f = run(c, spec, [&](const RankEnv &, const RankResult &r, Failures &out) {
             status_ok(r, out);
             exact(r, out);
-            std::lock_guard<std::mutex> lock(mu);
-            if (auto it = blocks.find(env.world_rank); it != blocks.end()) {
-                r.src->mem.api->dev_free(r.src->mem.inst, it->second);
-                blocks.erase(it);
-            }
-            host_blocks.erase(env.world_rank);
         });
+        // Once every rank is done (as run() keeps the buffers it made).
+        for (auto &[rank, block] : blocks) api->dev_free(inst, block);
+        blocks.clear();
+        host_blocks.clear();
         EXPECT_TRUE(all_ranks_passed(f)) << "path " << path_str(p);
     }
 }
@@ -1358,9 +1356,9 @@ TEST_P(TransferTest, AFF_RESULT_OneWaySourceFreedOnReturnLeavesTargetExact) {
                        "exec_delay:cuMemcpy3DPeerAsync:50ms";
     const int w = world().size();
     std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
-    on_first[0] = on_second[1] = 4096;
-    const Case c = make_case(aff::split_sizes({4096, 2}, 0, on_first, labels_of(w)),
-                             aff::split_sizes({4096, 2}, 0, on_second, labels_of(w)), 4, 8192);
+    on_first[0] = on_second[1] = 1024;  // 8 KiB in chunks of 2 KiB when staged
+    const Case c = make_case(aff::split_sizes({1024, 2}, 0, on_first, labels_of(w)),
+                             aff::split_sizes({1024, 2}, 0, on_second, labels_of(w)), 4, 2048);
     for (xmc_path p : paths_to_test()) {
         RunSpec spec;
         spec.path = p;
