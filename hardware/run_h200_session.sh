@@ -3,6 +3,12 @@
 #   gpu1     the gpu1 tier, serial, then with --jobs 4
 #   bench    xmc bench at 16 MiB..1 GiB (each row beside its same-run peak) and a baseline from it
 #   transfer xmc_gpu_transfer_bench (skips itself below two GPUs)
+#   ipc      path IPC between two processes on one GPU: the transfer bodies (AFF-*) under
+#            mpirun -np 2 on path ipc (hardware/run_multirank_gpu.sh), then xmc_multirank_ipc_bench
+#            (dense 16 MiB, 256 MiB, 1 GiB pulled over IPC vs a raw cuMemcpyDtoD in the same run,
+#            and vs the staged path); MPIEXEC names mpirun (default: mpirun on PATH). Both link
+#            gloo, which the GPU machine lacks: B/lib must hold libgloo.so.0 and what it needs
+#            there (libhiredis.so.0.14, libibverbs.so.1, libnl-3.so.200, libnl-route-3.so.200)
 #   pytorch  the PyTorch adapter's tier (hardware/run_pytorch_tier.sh)
 # Usage, from the repository root, with the runner, benchmarks and the cuda and
 # host backends of the gpu-carry preset in B/bin and B/lib:
@@ -12,7 +18,7 @@
 # time limit, so that one that hangs still leaves the others' results.
 set -uo pipefail
 b=$1 out=$2; shift 2
-steps=${*:-gpu1 bench transfer pytorch}
+steps=${*:-gpu1 bench transfer ipc pytorch}
 x=$b/bin/xmc
 w=/tmp/xmc-h200
 mkdir -p "$out" "$w"
@@ -31,6 +37,15 @@ for s in $steps; do
       tar czf "$out/bench.tgz" -C "$w" bench.json bench.csv baseline.json 2>/dev/null ;;
     transfer)
       step transfer 120 "$b/bin/xmc_gpu_transfer_bench" --backend cuda --check-targets --json "$w/transfer-bench.json" ;;
+    ipc)
+      mpi=${MPIEXEC:-mpirun}
+      export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+      mpiflags=(--allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
+                --mca oob_tcp_if_include lo -x LD_LIBRARY_PATH)
+      step ipc-aff 300 hardware/run_multirank_gpu.sh ipc "$mpi" -np 2 "$b/bin/xmc_multirank" "${mpiflags[@]}"
+      step ipc-bench 300 "$mpi" -np 2 "${mpiflags[@]}" -x CUDA_VISIBLE_DEVICES=0 "$b/bin/xmc_multirank_ipc_bench" \
+        --sizes 16M,256M,1G --reps 10 --json "$w/ipc-bench.json"
+      cp "$w/ipc-bench.json" "$out/" 2>/dev/null ;;
     pytorch)
       step pytorch 420 hardware/run_pytorch_tier.sh "$x" "$w/pytorch"
       tar czf "$out/pytorch.tgz" -C "$w" pytorch ;;

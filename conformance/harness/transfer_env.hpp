@@ -40,6 +40,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <mutex>
 #include <numeric>
 #include <optional>
 #include <sstream>
@@ -491,6 +492,11 @@ public:
     Failures run_on(const xmc_backend *a, xmc_instance *in, const Case &c, RunSpec spec, const RankCheck &check) {
         if (spec.groups.empty()) spec.groups = {whole_world(world())};
         if (!spec.case_of) spec.case_of = [&c](const RankEnv &) -> const Case & { return c; };
+        // Every rank's buffers live until every rank has checked its own (run() returns after
+        // that, on every process): a source freed while a peer still reads it is tested on
+        // purpose (freed_on_return), never by the timing of another test.
+        std::mutex kept_mu;
+        std::vector<Side> kept;
         return world().run(spec.groups, spec.op_timeout_ms, spec.deadline_ms, [&](const RankEnv &env) {
             Failures f;
             const Case &rc = spec.case_of(env);
@@ -592,6 +598,9 @@ public:
             tgt.fetch();
             if (delaying) r.overtaken = delaying->overtaken();
             check(env, r, f);
+            std::lock_guard<std::mutex> lock(kept_mu);
+            kept.push_back(std::move(src));
+            kept.push_back(std::move(tgt));
             return f;
         });
     }

@@ -1,14 +1,18 @@
 // xmc_multirank: the transfer test bodies (conformance/tests/test_transfer.cpp) on every rank of an
 // MPI job, one rank per process, over gloo (SPEC 6, SPEC 8 tier `multirank`).
 //
-//   mpirun -np N xmc_multirank [--backend NAME|PATH] [--store file|mpi] [gtest flags]
+//   mpirun -np N xmc_multirank [--backend NAME|PATH] [--store file|mpi] [--expect-fail ID,...] [gtest flags]
 //
 // --store: gloo's rendezvous store, a FileStore in a fresh temporary folder (file, the default: one
 // host) or the store over MPI (mpi: several hosts, no shared file system; SPEC 8).
 //
+// --expect-fail: the self-test over processes (conformance/broken, `xmc-selftest: multirank`): the
+// job succeeds only when the requirements whose tests failed, on any rank, are exactly these.
+//
 // Rank 0 chooses the rapidcheck seed (XMC_SEED, a seed=... in RC_PARAMS, or a random one) and shares
 // it, so every rank draws the same cases. Every rank checks its own buffers and reports its own
 // verdict, and the job fails if any rank fails.
+#include "catalogue.hpp"
 #include "fixture.hpp"
 #include "mpi_world.hpp"
 
@@ -20,7 +24,10 @@
 #include <cstring>
 #include <random>
 #include <regex>
+#include <set>
+#include <sstream>
 #include <string>
+#include <vector>
 
 using namespace xmc::conformance;
 
@@ -62,6 +69,38 @@ private:
     int rank_;
 };
 
+// --expect-fail: the requirements whose tests failed on any rank must be exactly `want`. Every
+// rank computes the same verdict from the union of every rank's failures; rank 0 prints it.
+bool caught_exactly(const std::string &want_list, int rank) {
+    const auto &cat = catalogue();
+    std::vector<unsigned char> failed(cat.size(), 0);
+    const auto *ut = ::testing::UnitTest::GetInstance();
+    for (int i = 0; i < ut->total_test_suite_count(); ++i) {
+        const auto *suite = ut->GetTestSuite(i);
+        for (int j = 0; j < suite->total_test_count(); ++j) {
+            const auto *t = suite->GetTestInfo(j);
+            if (!t->should_run() || !t->result()->Failed()) continue;
+            if (const Requirement *r = requirement_of_test(t->name()))
+                failed[size_t(r - cat.data())] = 1;
+        }
+    }
+    MPI_Allreduce(MPI_IN_PLACE, failed.data(), int(failed.size()), MPI_UNSIGNED_CHAR, MPI_BOR, MPI_COMM_WORLD);
+    std::set<std::string> want, got;
+    std::stringstream ss(want_list);
+    for (std::string id; std::getline(ss, id, ',');) want.insert(id);
+    for (size_t k = 0; k < cat.size(); ++k)
+        if (failed[k]) got.insert(cat[k].id);
+    if (rank == 0) {
+        if (want == got) std::printf("xmc selftest: caught: the suite failed exactly %s\n", want_list.c_str());
+        for (const auto &id : want)
+            if (!got.count(id)) std::printf("xmc selftest: NOT CAUGHT: %s passed on a backend that breaks it\n", id.c_str());
+        for (const auto &id : got)
+            if (!want.count(id)) std::printf("xmc selftest: UNEXPECTED: %s failed, but the planted bug is not there\n", id.c_str());
+        std::fflush(stdout);
+    }
+    return want == got;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -88,6 +127,14 @@ int main(int argc, char **argv) {
                 MPI_Finalize();
                 return 2;
             }
+            for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
+            argc -= 2;
+            break;
+        }
+    std::string expect_fail;
+    for (int i = 1; i + 1 < argc; ++i)
+        if (std::strcmp(argv[i], "--expect-fail") == 0) {
+            expect_fail = argv[i + 1];
             for (int j = i; j + 2 <= argc; ++j) argv[j] = argv[j + 2];
             argc -= 2;
             break;
@@ -130,6 +177,7 @@ int main(int argc, char **argv) {
                     ut->test_to_run_count(), ut->failed_test_count());
         std::fflush(stdout);
         MPI_Allreduce(&mine, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+        if (!expect_fail.empty()) failed = caught_exactly(expect_fail, rank) ? 0 : 1;
         set_world(nullptr);
     }
     MPI_Finalize();

@@ -18,6 +18,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <numeric>
 #include <random>
 #include <string>
@@ -168,6 +170,14 @@ std::vector<int> labels_of(int n, int first = 0) {
 
 const Shape kShape{8, 6};
 
+// Rows to columns over the world, every rank a source and a target, with strided holey buffers.
+Case mixed_case_for_interior() {
+    const std::vector<int> all = labels_of(world().size());
+    Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 4096);
+    for (const auto &r : c.source.ranks) c.src_layout[r.rank] = holey_layout(r.shard_shape);
+    return c;
+}
+
 // ---------- random cases (rapidcheck; identical on every rank) ----------
 
 // pick(): transfer_env.hpp.
@@ -278,6 +288,57 @@ TEST_P(TransferTest, AFF_EXEC_EXACT_NonContiguousTargetWrittenInPlace) {
                 exact(r, f);
             }))) << "element size " << elem << ", path " << path_str(p);
         }
+    }
+}
+
+// Every rank's source lies inside a larger allocation, 4160 bytes after its start (a tensor inside
+// a caching allocator's block): the bytes read are the source's, not the allocation's first ones.
+// (Path IPC shares whole allocations: cuIpcGetMemHandle of an interior pointer names the
+// allocation, and the opener gets its base; the source's offset in it must travel too.)
+TEST_P(TransferTest, AFF_EXEC_EXACT_SourcesInsideLargerAllocations) {
+    constexpr size_t kLead = 4096 + 64;  // a multiple of every element size
+    const Case c = mixed_case_for_interior();
+    std::mutex mu;
+    std::map<int, void *> blocks;  // world rank -> its larger allocation (device memory)
+    std::map<int, std::vector<uint8_t>> host_blocks;
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.tweak = [&](const RankEnv &env, Side &src, Side &, xmc_transfer_args &args, xmc_group &) {
+            if (!args.source.ptr) return;
+            const size_t bytes = src.store.size();
+            std::lock_guard<std::mutex> lock(mu);
+            if (!src.mem.device) {  // host memory: a larger vector, the source copied into it
+                std::vector<uint8_t> &b = host_blocks[env.world_rank];
+                b.assign(kLead + bytes + 64, kPoison);
+                std::memcpy(b.data() + kLead, src.store.data(), bytes);
+                args.source.ptr = b.data() + kLead;
+                return;
+            }
+            void *block = nullptr;
+            const Memory &m = src.mem;
+            if (m.api->dev_alloc(m.inst, m.ordinal, kLead + bytes + 64, &block) != XMC_OK)
+                throw std::runtime_error("test setup: dev_alloc of a larger block failed");
+            blocks[env.world_rank] = block;
+            xmc_copy_desc d{};
+            char *at = static_cast<char *>(block) + kLead;
+            d.src = xmc_copy_side{src.dev, XMC_MEM_DEVICE, m.ordinal, 0, 0, 0, bytes, bytes};
+            d.dst = xmc_copy_side{at, XMC_MEM_DEVICE, m.ordinal, 0, 0, 0, bytes, bytes};
+            d.width_bytes = bytes;
+            d.height = d.depth = 1;
+            if (m.api->copy(m.inst, &d, m.stream) != XMC_OK || m.api->stream_synchronize(m.inst, m.stream) != XMC_OK)
+                throw std::runtime_error("test setup: copying the source into a larger block failed");
+            args.source.ptr = at;
+        };
+        const Failures f = run(c, spec, [&](const RankEnv &, const RankResult &r, Failures &out) {
+            status_ok(r, out);
+            exact(r, out);
+        });
+        // Once every rank is done (as run() keeps the buffers it made).
+        for (auto &[rank, block] : blocks) api->dev_free(inst, block);
+        blocks.clear();
+        host_blocks.clear();
+        EXPECT_TRUE(all_ranks_passed(f)) << "path " << path_str(p);
     }
 }
 
@@ -830,6 +891,57 @@ TEST_P(TransferTest, AFF_NO_HANG_SenderOfAChunkTheReceiverRefusesReturns) {
     })));
 }
 
+// Path IPC: world rank 1's driver refuses (a fault script of the fake) to open its peers'
+// sources: its first cuIpcOpenMemHandle fails, or, with three ranks or more, its second (one
+// source is open by then). Every rank fails within the bound, with the driver's code (rank 1:
+// its own failure; the others: the peer's), and every rank's driver holds no more objects than
+// before the call: what was opened is closed on the failure's path too, and no rank's source is
+// left shared.
+TEST_P(TransferTest, AFF_NO_HANG_IpcPeerWhoseHandleCannotBeOpenedReachesEveryRank) {
+    const PathsHere &h = paths_here();
+    if (std::find(h.taken.begin(), h.taken.end(), XMC_PATH_IPC) == h.taken.end())
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' takes no path ipc over the " << world().name()
+                                                     << " transport (it is for ranks in two processes of one node)");
+    std::string why;
+    const DriverControl *dc = driver_control(api, &why);
+    if (!dc) XMC_SKIP(SkipKind::Unsupported, "the refusal is injected through the fake driver: " << why);
+    constexpr int64_t kCode = 205;  // CUDA_ERROR_MAP_FAILED, one of cuIpcOpenMemHandle's documented codes
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 64);
+    std::vector<int> opens{1};
+    if (world().size() >= 3) opens.push_back(2);
+    for (int k : opens) {
+        const std::string script = "fail:cuIpcOpenMemHandle:CUDA_ERROR_MAP_FAILED@" + std::to_string(k);
+        std::vector<size_t> before(size_t(world().size()), 0);
+        RunSpec spec;
+        spec.path = XMC_PATH_IPC;
+        spec.op_timeout_ms = kOpTimeoutMs;
+        spec.deadline_ms = no_hang_bound_ms() + 1000;
+        spec.tweak = [&](const RankEnv &env, Side &, Side &, xmc_transfer_args &, xmc_group &) {
+            before[size_t(env.world_rank)] = dc->objects_besides_contexts();
+            if (env.world_rank == kBadRank && dc->set_faults(script.c_str()) != 0)
+                throw std::runtime_error("test setup: the fake refused the fault script " + script);
+        };
+        const Failures f = run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &out) {
+            if (env.world_rank == kBadRank) dc->set_faults(nullptr);
+            const xmc_status want = env.world_rank == kBadRank ? XMC_ERR_DRIVER : XMC_ERR_PEER_FAILED;
+            if (r.status != want)
+                out.push_back(std::string("expected ") + xmc_status_string(want) + ", got " +
+                              xmc_status_string(r.status) + ": " + r.error.message);
+            if (r.error.native_code != kCode)
+                out.push_back("the error carries native code " + std::to_string(r.error.native_code) +
+                              ", not the driver's " + std::to_string(kCode) + ": " + r.error.message);
+            if (r.ms > no_hang_bound_ms())
+                out.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                              std::to_string(no_hang_bound_ms()) + " ms");
+            if (const size_t now = dc->objects_besides_contexts(); now != before[size_t(env.world_rank)])
+                out.push_back("the failed call left " + std::to_string(now) + " driver objects besides contexts, " +
+                              std::to_string(before[size_t(env.world_rank)]) + " before it:\n" + dc->ledger_text());
+        });
+        EXPECT_TRUE(all_ranks_passed(f)) << script << " on world rank " << kBadRank;
+    }
+}
+
 // ===================== AFF-MAP-FLAT =====================
 
 // AFF-MAP-FLAT: every padding element of this rank's target is still poisoned, whatever the rest
@@ -1216,6 +1328,37 @@ TEST_P(TransferTest, AFF_RESULT_SourcesFreedOnReturnLeaveTargetsExact) {
                        "exec_delay:cuMemcpy3DAsync:50ms; exec_delay:cuMemcpyPeerAsync:50ms; "
                        "exec_delay:cuMemcpy3DPeerAsync:50ms";
     const Case c = mixed_case(4096);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.freed_on_return = true;
+        if (dc) {
+            ASSERT_EQ(dc->set_faults(slow), 0) << "the fake refused the delay script";
+        }
+        const Failures f = run(c, spec, [](const RankEnv &, const RankResult &r, Failures &out) {
+            status_ok(r, out);
+            arrived(r, out);
+        });
+        if (dc) dc->set_faults(nullptr);
+        EXPECT_TRUE(all_ranks_passed(f)) << "path " << path_str(p);
+    }
+}
+
+// World rank 0 sends, world rank 1 receives, nothing else: the sender has nothing to read and
+// returns as soon as the completion vote lets it, and frees its source at once. The receiver's
+// vote must mean that it is done reading (over the fake driver every device copy is held back
+// 50 ms): a source freed while its reader still pulls from it leaves zeros in the target.
+TEST_P(TransferTest, AFF_RESULT_OneWaySourceFreedOnReturnLeavesTargetExact) {
+    std::string why;
+    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
+    const char *slow = "exec_delay:cuMemcpyAsync:50ms; exec_delay:cuMemcpy2DAsync:50ms; "
+                       "exec_delay:cuMemcpy3DAsync:50ms; exec_delay:cuMemcpyPeerAsync:50ms; "
+                       "exec_delay:cuMemcpy3DPeerAsync:50ms";
+    const int w = world().size();
+    std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
+    on_first[0] = on_second[1] = 1024;  // 8 KiB in chunks of 2 KiB when staged
+    const Case c = make_case(aff::split_sizes({1024, 2}, 0, on_first, labels_of(w)),
+                             aff::split_sizes({1024, 2}, 0, on_second, labels_of(w)), 4, 2048);
     for (xmc_path p : paths_to_test()) {
         RunSpec spec;
         spec.path = p;

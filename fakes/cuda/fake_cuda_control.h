@@ -58,7 +58,9 @@
  *     handles not yet released (a released handle still mapped is gone for
  *     the program), cuMemMap mappings, cuStreamCreate streams, cuEventCreate
  *     events, cuDevicePrimaryCtxRetain outstanding retains, cuCtxCreate
- *     created contexts: the objects the ledger lists.
+ *     created contexts, cuIpcOpenMemHandle mappings of other processes'
+ *     memory not closed yet, cuMemImportFromShareableHandle handles (with
+ *     cuMemCreate's): the objects the ledger lists.
  *   - exec_delay applies to the asynchronous copies and sets (cuMemcpy*Async,
  *     cuMemcpy3DPeerAsync, cuMemsetD8Async): the copy waits on its stream,
  *     holding back what is queued after it.

@@ -66,6 +66,7 @@ uint64_t live_registrations() { return state().registrations.size(); }
 uint64_t live_allocations() { return state().allocations.size(); }
 uint64_t live_reservations() { return state().reservations.size(); }
 uint64_t live_mappings() { return state().mappings.size(); }
+uint64_t live_ipc_opened() { return state().ipc_opened.size(); }
 uint64_t live_streams() { return state().streams.size(); }
 uint64_t live_events() { return state().events.size(); }
 uint64_t live_execs() { return state().execs.size(); }
@@ -136,6 +137,10 @@ const std::vector<EntryPoint>& entry_points() {
         XMC_FAKE_ENTRY(cuMemAddressFree) XMC_FAKE_ENTRY_F(cuMemCreate, kSized, live_handles)
         XMC_FAKE_ENTRY(cuMemRelease) XMC_FAKE_ENTRY_F(cuMemMap, kSized, live_mappings) XMC_FAKE_ENTRY(cuMemUnmap)
         XMC_FAKE_ENTRY(cuMemSetAccess) XMC_FAKE_ENTRY(cuMemGetAccess)
+        // sharing device memory with another process (fake_cuda_ipc.cpp)
+        XMC_FAKE_ENTRY(cuIpcGetMemHandle) XMC_FAKE_ENTRY_F(cuIpcOpenMemHandle, 0, live_ipc_opened)
+        XMC_FAKE_ENTRY(cuIpcCloseMemHandle) XMC_FAKE_ENTRY(cuMemExportToShareableHandle)
+        XMC_FAKE_ENTRY_F(cuMemImportFromShareableHandle, 0, live_handles) XMC_FAKE_ENTRY(cuMemRetainAllocationHandle)
         // stream capture and graphs (fake_cuda_graph.cpp)
         XMC_FAKE_ENTRY(cuStreamBeginCapture) XMC_FAKE_ENTRY(cuStreamEndCapture) XMC_FAKE_ENTRY(cuStreamIsCapturing)
         XMC_FAKE_ENTRY(cuStreamGetCaptureInfo)

@@ -86,6 +86,22 @@ struct Allocation {  // cuMemAlloc
     size_t mapped = 0;      // mmap length (page multiple)
     uint64_t ctx = 0;
     int ordinal = 0;
+    // Once exported (cuIpcGetMemHandle, fake_cuda_ipc.cpp): the memfd now behind the range, shared
+    // with the processes that open it, and the export's id (unique in this process, in the handle).
+    int share_fd = -1;
+    uint64_t share_id = 0;
+};
+
+// Device memory of another process, opened here by cuIpcOpenMemHandle (fake_cuda_ipc.cpp): its
+// memfd mapped at `base`, until the last cuIpcCloseMemHandle.
+struct IpcOpened {
+    uintptr_t base = 0;
+    size_t size = 0;        // mapped bytes (the exporter's whole allocation, pages)
+    uint64_t ctx = 0;       // the context that opened it
+    int ordinal = 0;
+    int32_t pid = 0;        // the exporter and its export id
+    uint64_t id = 0;
+    int refs = 1;           // opens not closed yet (recorded by the driver docs: counted)
 };
 
 struct FreedRange {  // cuMemFree'd device memory, kept reserved (PROT_NONE) until reused
@@ -113,6 +129,9 @@ struct PhysHandle {  // cuMemCreate
     int fd = -1;             // memfd holding the memory
     bool released = false;   // cuMemRelease called; freed when map_count reaches 0
     int map_count = 0;
+    int refs = 1;            // cuMemCreate or import, and each cuMemRetainAllocationHandle
+    bool shareable = false;  // created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR (or imported)
+    bool imported = false;   // cuMemImportFromShareableHandle: another process's memory, not counted here
 };
 
 struct Mapping {  // cuMemMap
@@ -251,6 +270,7 @@ struct State {
     std::map<uintptr_t, Reservation> reservations;      // by base
     std::map<uint64_t, PhysHandle> handles;
     std::map<uintptr_t, Mapping> mappings;              // by va
+    std::map<uintptr_t, IpcOpened> ipc_opened;          // by base (fake_cuda_ipc.cpp)
     std::map<uint64_t, std::shared_ptr<Capture>> captures;  // in progress, by id
     std::map<uint64_t, Graph> graphs;                   // CUgraph handles
     std::map<uint64_t, Graph> execs;                    // CUgraphExec handles
@@ -360,6 +380,13 @@ bool in_device_range_locked(uintptr_t addr, size_t n);
 // cuMemFree of one allocation (also context destruction): its memory goes
 // back to the device, its range stays reserved as freed device memory.
 void free_allocation_locked(std::map<uintptr_t, Allocation>::iterator it);
+// Puts PROT_NONE pages over [base, base+size) and keeps the range as freed device memory (a copy
+// that still names it is refused, never a read of unmapped memory). cuMemFree and the last
+// cuIpcCloseMemHandle.
+void retire_range_locked(uintptr_t base, size_t size);
+// IPC (fake_cuda_ipc.cpp): opened ranges for copies and pointer queries, and reset.
+IpcOpened* find_ipc_opened_locked(uintptr_t addr);
+void ipc_free_all_locked();
 
 // Capture (fake_cuda_graph.cpp), all with the lock held. The ops of a stream
 // go through queue_op_locked: into its queue, or into its capture (refused

@@ -117,6 +117,8 @@ bool in_device_range_locked(uintptr_t addr, size_t n) {
     if (a != g.allocations.begin() && std::prev(a)->first + std::prev(a)->second.mapped > addr) return true;
     auto f = g.freed.upper_bound(last);
     if (f != g.freed.begin() && std::prev(f)->first + std::prev(f)->second.size > addr) return true;
+    auto o = g.ipc_opened.upper_bound(last);
+    if (o != g.ipc_opened.begin() && std::prev(o)->first + std::prev(o)->second.size > addr) return true;
     return in_reservation_locked(addr, n);
 }
 
@@ -125,15 +127,25 @@ void free_allocation_locked(std::map<uintptr_t, Allocation>::iterator it) {
     const Allocation a = it->second;
     g.allocations.erase(it);
     g.devices[static_cast<size_t>(a.ordinal)].used -= a.mapped;
+    if (a.share_fd >= 0) {
+        // Exported: the contents go for the processes that opened it too (they read zeros from
+        // now on), as they go here. Not recorded (the driver calls it undefined): a reader still
+        // pulling from freed memory gets no data, never the old data.
+        ::fallocate(a.share_fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(a.mapped));
+        ::close(a.share_fd);
+    }
+    retire_range_locked(a.base, a.mapped);
+}
+
+void retire_range_locked(uintptr_t base, size_t size) {
+    State& g = state();
     // Fresh PROT_NONE pages over the range: the contents go, the address stays ours.
-    void* p = ::mmap(reinterpret_cast<void*>(a.base), a.mapped, PROT_NONE,
+    void* p = ::mmap(reinterpret_cast<void*>(base), size, PROT_NONE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
     if (p == MAP_FAILED) {  // cannot keep it: give it back (a later copy from it reads unmapped memory)
-        ::munmap(reinterpret_cast<void*>(a.base), a.mapped);
+        ::munmap(reinterpret_cast<void*>(base), size);
         return;
     }
-    uintptr_t base = a.base;
-    size_t size = a.mapped;
     auto next = g.freed.lower_bound(base);
     if (next != g.freed.end() && next->first == base + size) {  // merge with the range after
         size += next->second.size;
@@ -152,6 +164,7 @@ uintptr_t device_to_host_locked(uintptr_t addr, size_t n) {
     if (addr + n < addr) return 0;
     auto a = find_containing(g.allocations, addr);
     if (a != g.allocations.end()) return addr + n <= a->first + a->second.size ? addr : 0;
+    if (const IpcOpened* o = find_ipc_opened_locked(addr)) return addr + n <= o->base + o->size ? addr : 0;
     for (auto& [b, r] : g.registrations)
         if (r.dev_base <= addr && addr + n <= r.dev_base + r.size) return r.base + (addr - r.dev_base);
     if (in_reservation_locked(addr, n)) {
@@ -336,6 +349,7 @@ XMC_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute a
     const Registration* reg = nullptr;
     const Allocation* alloc = nullptr;
     const Mapping* map = nullptr;
+    const IpcOpened* ipc = nullptr;
     uintptr_t host = 0, dev = 0, start = 0;
     size_t size = 0;
     auto r = find_containing(g.registrations, ptr);
@@ -359,6 +373,10 @@ XMC_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute a
         dev = ptr;
         start = alloc->base;
         size = alloc->size;
+    } else if ((ipc = find_ipc_opened_locked(ptr)) != nullptr) {
+        dev = ptr;
+        start = ipc->base;
+        size = ipc->size;
     } else if (auto m = find_containing(g.mappings, ptr); m != g.mappings.end()) {
         map = &m->second;
         dev = ptr;
@@ -372,10 +390,17 @@ XMC_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute a
         ordinal = reg->ordinal;
     } else if (alloc != nullptr) {
         ordinal = alloc->ordinal;
+    } else if (ipc != nullptr) {
+        ordinal = ipc->ordinal;
     } else if (auto h = g.handles.find(map->handle); h != g.handles.end()) {
         ordinal = h->second.ordinal;  // a mapping keeps its (maybe released) handle alive
     }
-    uint64_t ctx = reg ? reg->ctx : alloc ? alloc->ctx : 0;
+    uint64_t ctx = reg ? reg->ctx : alloc ? alloc->ctx : ipc ? ipc->ctx : 0;
+    // VMM memory may be exported as a POSIX fd when its handle was created for it.
+    unsigned long long handle_types = CU_MEM_HANDLE_TYPE_NONE;
+    if (map != nullptr)
+        if (auto h = g.handles.find(map->handle); h != g.handles.end() && h->second.shareable)
+            handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
 
     switch (attribute) {
         case CU_POINTER_ATTRIBUTE_CONTEXT:
@@ -400,11 +425,23 @@ XMC_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute a
         case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
             *static_cast<size_t*>(data) = size;
             return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR:  // the mapping (VMM) or the allocation itself
+            *static_cast<CUdeviceptr*>(data) = start;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_MAPPING_SIZE:
+            *static_cast<size_t*>(data) = size;
+            return CUDA_SUCCESS;
         case CU_POINTER_ATTRIBUTE_MAPPED:
             *static_cast<bool*>(data) = true;
             return CUDA_SUCCESS;
         case CU_POINTER_ATTRIBUTE_IS_MANAGED:
             *static_cast<bool*>(data) = false;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:  // cuIpcGetMemHandle takes cuMemAlloc memory only
+            *static_cast<bool*>(data) = alloc != nullptr;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
+            *static_cast<unsigned long long*>(data) = handle_types;
             return CUDA_SUCCESS;
         default:
             return CUDA_ERROR_INVALID_VALUE;  // not modelled

@@ -402,6 +402,11 @@ std::string ledger_locked(size_t* live_out) {
         add("mapping 0x%" PRIxPTR ", %zu bytes, of handle 0x%" PRIx64 " at offset %zu", va, m.size, m.handle,
             m.offset);
     }
+    for (auto& [b, o] : g.ipc_opened) {  // cuIpcOpenMemHandle: closed by cuIpcCloseMemHandle
+        live += 1;
+        add("IPC mapping 0x%" PRIxPTR ", %zu bytes, of export %" PRIu64 " of process %d, device %d, opened %d time(s)",
+            b, o.size, o.id, o.pid, o.ordinal, o.refs);
+    }
     graph_ledger_locked(body, live);  // graphs and executable graphs (fake_cuda_graph.cpp)
     std::string head = "live objects: " + std::to_string(live) + "\n";
     if (g.reclaimed > 0)
@@ -431,8 +436,12 @@ void free_all_locked(std::unique_lock<std::mutex>& lk) {
     g.stream_high.clear();
     g.retired.clear();
     g.events.clear();
-    for (auto& [b, a] : g.allocations) munmap(reinterpret_cast<void*>(a.base), a.mapped);
+    for (auto& [b, a] : g.allocations) {
+        munmap(reinterpret_cast<void*>(a.base), a.mapped);
+        if (a.share_fd >= 0) close(a.share_fd);
+    }
     g.allocations.clear();
+    ipc_free_all_locked();
     for (auto& [b, f] : g.freed) munmap(reinterpret_cast<void*>(b), f.size);
     g.freed.clear();
     g.registrations.clear();

@@ -9,7 +9,8 @@
 //                        reservation, still PROT_NONE
 //   cuMemSetAccess       mprotect to read or read/write
 //   cuMemUnmap           PROT_NONE anonymous memory back over the range
-//   cuMemRelease         drops the handle; the memory is freed (and the
+//   cuMemRelease         drops the handle (each cuMemRetainAllocationHandle
+//                        holds it once more); the memory is freed (and the
 //                        device's free memory grows) when its last mapping goes
 //
 // Answers on misuse, as recorded on a real driver (vmm_* cases of
@@ -68,7 +69,7 @@ void free_handle_locked(std::map<uint64_t, PhysHandle>::iterator it) {
     State& g = state();
     PhysHandle& h = it->second;
     if (h.fd >= 0) ::close(h.fd);
-    if (valid_ordinal_locked(h.ordinal)) g.devices[static_cast<size_t>(h.ordinal)].used -= h.size;
+    if (!h.imported && valid_ordinal_locked(h.ordinal)) g.devices[static_cast<size_t>(h.ordinal)].used -= h.size;
     g.handles.erase(it);
 }
 
@@ -168,7 +169,9 @@ XMC_FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
         return CUDA_ERROR_NOT_SUPPORTED;
     Device& d = g.devices[static_cast<size_t>(prop->location.id)];
     if (size > d.total - d.used) return CUDA_ERROR_OUT_OF_MEMORY;
-    int fd = memfd_create("xmc_fake_cuda_vmm", MFD_CLOEXEC);
+    // Named after the physical device: an importing process (fake_cuda_ipc.cpp) finds it by that.
+    const std::string name = "xmc_fake_cuda_vmm." + std::to_string(d.physical);
+    int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
     if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
     if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
         ::close(fd);
@@ -179,6 +182,7 @@ XMC_FAKE_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle* handle, size_
     h.ordinal = prop->location.id;
     h.size = size;
     h.fd = fd;
+    h.shareable = prop->requestedHandleTypes == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     g.handles[h.handle] = h;
     d.used += size;
     *handle = h.handle;
@@ -194,6 +198,7 @@ XMC_FAKE_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
         if (g.released.count(handle)) ++g.second_releases;  // VMM-DOUBLE: a second release
         return CUDA_ERROR_INVALID_VALUE;
     }
+    if (--it->second.refs > 0) return CUDA_SUCCESS;  // a cuMemRetainAllocationHandle still holds it
     it->second.released = true;
     g.released.insert(handle);
     if (it->second.map_count == 0) free_handle_locked(it);

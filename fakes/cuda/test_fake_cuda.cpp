@@ -45,7 +45,9 @@ namespace {
     X(cuMemcpy2DAsync) X(cuMemcpy3DAsync) X(cuMemcpyPeerAsync) X(cuMemsetD8Async) X(cuMemcpyHtoD)     \
     X(cuMemcpyDtoH) X(cuMemsetD8) X(cuMemGetAllocationGranularity) X(cuMemAddressReserve) X(cuMemAddressFree)       \
     X(cuMemCreate) X(cuMemRelease) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAccess)     \
-    X(cuStreamWaitValue32) X(cuStreamWriteValue32)
+    X(cuStreamWaitValue32) X(cuStreamWriteValue32) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle)         \
+    X(cuIpcCloseMemHandle) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)          \
+    X(cuMemRetainAllocationHandle)
 
 struct Api {
 #define MEMBER(name) decltype(&::name) name = nullptr;
@@ -1146,6 +1148,103 @@ TEST_F(FakeCuda, ACopyIntoAMappingUnmappedBeforeItRunsIsAStickyIllegalAddress) {
 }
 
 // ---- faults ------------------------------------------------------------------------------------------------
+
+// ---- sharing with another process (fake_cuda_ipc.cpp; the second process: the probe's cases) ----
+
+TEST_F(FakeCuda, IpcHandlesInOneProcessAnswerAsRecordedAndTheExporterKeepsItsData) {
+    retain(0);
+    CUdeviceptr d = 0;
+    ASSERT_EQ(a.cuMemAlloc(&d, 3 * page()), CUDA_SUCCESS);
+    std::vector<unsigned char> in(3 * page()), out(3 * page(), 0);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(i % 253);
+    ASSERT_EQ(a.cuMemcpyHtoD(d, in.data(), in.size()), CUDA_SUCCESS);
+    CUipcMemHandle h, inner;
+    ASSERT_EQ(a.cuIpcGetMemHandle(&h, d), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuIpcGetMemHandle(&inner, d + 4096), CUDA_SUCCESS);  // the allocation's handle
+    EXPECT_EQ(std::memcmp(&h, &inner, sizeof h), 0);
+    // Exported, the memory keeps its contents and its address.
+    ASSERT_EQ(a.cuMemcpyDtoH(out.data(), d, out.size()), CUDA_SUCCESS);
+    EXPECT_EQ(in, out);
+    int legacy = 0;
+    ASSERT_EQ(a.cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, d + 8), CUDA_SUCCESS);
+    EXPECT_NE(legacy, 0);
+    CUdeviceptr start = 0;
+    ASSERT_EQ(a.cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, d + 4096), CUDA_SUCCESS);
+    EXPECT_EQ(start, d);
+    CUdeviceptr opened = 0;
+    EXPECT_EQ(a.cuIpcOpenMemHandle(&opened, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_ERROR_INVALID_CONTEXT);
+    CUipcMemHandle junk;
+    std::memset(&junk, 0xa5, sizeof junk);
+    EXPECT_EQ(a.cuIpcOpenMemHandle(&opened, junk, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuIpcCloseMemHandle(d), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuIpcGetMemHandle(nullptr, d), CUDA_ERROR_INVALID_VALUE);
+    Pages host(1);
+    EXPECT_EQ(a.cuIpcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(host.p)), CUDA_ERROR_INVALID_VALUE);
+    ASSERT_EQ(a.cuMemFree(d), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuIpcGetMemHandle(&h, d), CUDA_ERROR_INVALID_VALUE);
+    release(0);
+}
+
+TEST_F(FakeCuda, ShareableHandlesExportImportAndRetainHoldTheHandleOnceMore) {
+    retain(0);
+    const size_t g = 2u << 20;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle plain = 0, shared = 0;
+    ASSERT_EQ(a.cuMemCreate(&plain, g, &prop, 0), CUDA_SUCCESS);
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    ASSERT_EQ(a.cuMemCreate(&shared, g, &prop, 0), CUDA_SUCCESS);
+    int fd = -1;
+    EXPECT_EQ(a.cuMemExportToShareableHandle(&fd, plain, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_INVALID_VALUE);  // recorded: created without the type
+    ASSERT_EQ(a.cuMemExportToShareableHandle(&fd, shared, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0), CUDA_SUCCESS);
+    // Map the original, write through it; import the fd, map it elsewhere, read the same bytes.
+    CUdeviceptr va = 0, vb = 0;
+    ASSERT_EQ(a.cuMemAddressReserve(&va, g, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemAddressReserve(&vb, g, 0, 0, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemMap(va, g, 0, shared, 0), CUDA_SUCCESS);
+    CUmemAccessDesc acc{};
+    acc.location = prop.location;
+    acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    ASSERT_EQ(a.cuMemSetAccess(va, g, &acc, 1), CUDA_SUCCESS);
+    const char msg[] = "shared";
+    ASSERT_EQ(a.cuMemcpyHtoD(va + 100, msg, sizeof msg), CUDA_SUCCESS);
+    unsigned long long types = 0;
+    ASSERT_EQ(a.cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, va + 100), CUDA_SUCCESS);
+    EXPECT_EQ(types, unsigned(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
+    CUmemGenericAllocationHandle imported = 0, retained = 0;
+    ASSERT_EQ(a.cuMemImportFromShareableHandle(&imported, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_SUCCESS);
+    close(fd);  // the imported handle holds its own
+    ASSERT_EQ(a.cuMemMap(vb, g, 0, imported, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuMemSetAccess(vb, g, &acc, 1), CUDA_SUCCESS);
+    char got[sizeof msg] = {};
+    ASSERT_EQ(a.cuMemcpyDtoH(got, vb + 100, sizeof got), CUDA_SUCCESS);
+    EXPECT_STREQ(got, msg);
+    // Retain: the same handle, held once more (one release does not free it).
+    ASSERT_EQ(a.cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va + 4096)), CUDA_SUCCESS);
+    EXPECT_EQ(retained, shared);
+    Pages host(1);
+    EXPECT_EQ(a.cuMemRetainAllocationHandle(&retained, host.p), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_EQ(a.cuMemRelease(retained), CUDA_SUCCESS);
+    char name[64];
+    std::snprintf(name, sizeof name, "physical handle 0x%llx,", static_cast<unsigned long long>(shared));
+    EXPECT_NE(ledger().find(name), std::string::npos) << "released once, retained once: still live\n" << ledger();
+    // The import refuses what is not such memory (recorded: CUDA_ERROR_UNKNOWN).
+    CUmemGenericAllocationHandle bad = 0;
+    EXPECT_EQ(a.cuMemImportFromShareableHandle(&bad, reinterpret_cast<void*>(intptr_t(fd)),
+                                               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR), CUDA_ERROR_UNKNOWN);
+    for (CUdeviceptr v : {va, vb}) {
+        EXPECT_EQ(a.cuMemUnmap(v, g), CUDA_SUCCESS);
+        EXPECT_EQ(a.cuMemAddressFree(v, g), CUDA_SUCCESS);
+    }
+    for (CUmemGenericAllocationHandle h : {plain, shared, imported}) EXPECT_EQ(a.cuMemRelease(h), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuMemExportToShareableHandle(&fd, shared, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+              CUDA_ERROR_INVALID_VALUE);  // released (the real driver crashes)
+    release(0);
+}
 
 TEST_F(FakeCuda, FailTheKthCallOrEveryCallFromK) {
     retain(0);

@@ -9,8 +9,8 @@
 // handle (or the fd, SCM_RIGHTS) over a socket, and read the peer's answers
 // back.
 //
-// The fake does not export these entry points yet: every case here records
-// missing_entry on it.
+// The fake answers them too (fakes/cuda/fake_cuda_ipc.cpp), replayed by the PR
+// test cuda_probe_replay_fake_ipc.
 #include "probe_support.h"
 
 #include <fcntl.h>

@@ -42,6 +42,13 @@ namespace xmc::cuda {
 // Affine transfer (transfer.cpp): peer copies between the GPUs of one process, and peer access.
 #define XMC_CU_TRANSFER(X)                                                                          \
     X(cuMemcpyPeerAsync) X(cuMemcpy3DPeerAsync) X(cuDeviceCanAccessPeer) X(cuCtxEnablePeerAccess)
+// Path IPC of affine transfers (transfer_ipc.cpp), between processes of one node: legacy IPC
+// handles of cuMemAlloc memory and the pointer queries that tell memory apart and find its base;
+// VMM memory goes as POSIX file descriptors (and the VMM group's reserve, map and access). A
+// driver lacking either makes that kind of source unsupported on the IPC path, nothing else.
+#define XMC_CU_IPC(X) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle) X(cuPointerGetAttribute)
+#define XMC_CU_IPC_VMM(X) \
+    X(cuMemRetainAllocationHandle) X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
 // Graphs (graph.cpp): stream capture, instantiation, launch and destruction;
 // cuStreamIsCapturing says whether a capture the driver refused to end is still open.
 #define XMC_CU_GRAPH(X)                                                                             \
@@ -71,6 +78,8 @@ struct Driver {
     XMC_CU_COPY(XMC_CU_MEMBER)
     XMC_CU_VMM(XMC_CU_MEMBER)
     XMC_CU_TRANSFER(XMC_CU_MEMBER)
+    XMC_CU_IPC(XMC_CU_MEMBER)
+    XMC_CU_IPC_VMM(XMC_CU_MEMBER)
     XMC_CU_GRAPH(XMC_CU_MEMBER)
     XMC_CU_OPTIONAL(XMC_CU_MEMBER)
 #undef XMC_CU_MEMBER
@@ -81,6 +90,7 @@ struct Driver {
     std::string missing_register, missing_stream, missing_copy;  // first missing entry point, per group
     std::string missing_vmm;
     std::string missing_transfer;
+    std::string missing_ipc, missing_ipc_vmm;
     std::string missing_graph;
     std::vector<Device> devices;  // by xmc index = the driver's ordinal
 

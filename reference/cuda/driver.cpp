@@ -46,6 +46,8 @@ void load(Driver &d) {
 #define XMC_CU_COPY_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_copy);
 #define XMC_CU_VMM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_vmm);
 #define XMC_CU_TRANSFER_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_transfer);
+#define XMC_CU_IPC_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_ipc);
+#define XMC_CU_IPC_VMM_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_ipc_vmm);
 #define XMC_CU_GRAPH_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &d.missing_graph);
 #define XMC_CU_OPT_ONE(name) resolve_one(lib, XMC_CU_STR(name), &d.name, &unused);
     XMC_CU_CORE(XMC_CU_CORE_ONE)
@@ -54,6 +56,8 @@ void load(Driver &d) {
     XMC_CU_COPY(XMC_CU_COPY_ONE)
     XMC_CU_VMM(XMC_CU_VMM_ONE)
     XMC_CU_TRANSFER(XMC_CU_TRANSFER_ONE)
+    XMC_CU_IPC(XMC_CU_IPC_ONE)
+    XMC_CU_IPC_VMM(XMC_CU_IPC_VMM_ONE)
     XMC_CU_GRAPH(XMC_CU_GRAPH_ONE)
     XMC_CU_OPTIONAL(XMC_CU_OPT_ONE)
     if (!missing_core.empty()) {

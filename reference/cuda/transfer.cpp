@@ -17,10 +17,13 @@
 //    token and its source buffer; each target rank then pulls its segments straight from the
 //    peer's source with peer copies (peer access enabled where the devices allow it). No staging,
 //    nothing crosses the transport but the descriptors.
+//  - Path ipc (peers in other processes of this node, AUTO's choice there when both ends offer
+//    it): transfer_ipc.cpp. Each rank shares its source with its readers; each target rank opens
+//    its peers' sources here and pulls its segments from them with the same device copies.
 //  - Path staged (peers in other processes, or any peer when the caller forces it): through
 //    pinned host memory (pin_alloc), at most min(budget, bytes) per peer direction, over the
 //    transport's send and recv, in the shared schedule (transfer::exchange). Correct, and as fast
-//    as the transport. IPC and NCCL are not implemented yet: forcing them is refused by every rank.
+//    as the transport. NCCL is not implemented yet: forcing it is refused by every rank.
 // Before the agreement each rank waits for its stream, so every source is ready when the first
 // pull starts. Each rank waits for its stream again before the completion vote, and the vote is a
 // barrier: no rank returns while another still reads its source. A rank whose copies failed still
@@ -32,6 +35,7 @@
 // piece, on the rank that copies it; staged pieces as on the host); rounds and staging_peak,
 // staged messages only (direct pulls stage nothing).
 #include "cuda.hpp"
+#include "transfer_ipc.hpp"
 #include "transfer_protocol.hpp"
 
 #include <algorithm>
@@ -89,12 +93,16 @@ public:
         return "";
     }
 
-    // AFF-PATH: direct pulls (peers in this address space) and staging over the transport. IPC
-    // and NCCL are not implemented by this backend yet: a request forcing them is refused.
-    uint32_t paths(const xmc_transfer_args &, std::string why_not[XMC_PATH_COUNT_]) override {
-        why_not[XMC_PATH_IPC] = "the CUDA backend does not implement IPC transfers yet";
+    // AFF-PATH: direct pulls (peers in this address space), IPC pulls (where this rank's memory
+    // can be shared) and staging over the transport. NCCL is not implemented by this backend
+    // yet: a request forcing it is refused.
+    uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_]) override {
+        uint32_t can = transfer::path_bit(XMC_PATH_DIRECT) | transfer::path_bit(XMC_PATH_STAGED);
+        CtxScope scope(d_, stream_.ctx);  // pointer queries in the call's context
+        why_not[XMC_PATH_IPC] = ipc_.why_not(a);
+        if (why_not[XMC_PATH_IPC].empty()) can |= transfer::path_bit(XMC_PATH_IPC);
         why_not[XMC_PATH_NCCL] = "the CUDA backend does not implement NCCL transfers yet";
-        return transfer::path_bit(XMC_PATH_DIRECT) | transfer::path_bit(XMC_PATH_STAGED);
+        return can;
     }
 
     std::string prepare(const xmc_transfer_args &a, transfer::Work &) override {
@@ -132,6 +140,8 @@ public:
         const CUresult r = d_.cuStreamSynchronize(stream_.stream);
         if (s == XMC_OK && r0 != CUDA_SUCCESS) s = fail(r0, "cuStreamSynchronize");
         if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
+        // Path IPC: the peers' sources closed once nothing queued reads them, before the vote.
+        if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
         return s;
     }
 
@@ -326,12 +336,15 @@ private:
                                 "%s: the agreed path to rank %d is direct, but it is in another process", kCall,
                                 g.ranks[p]);
         }
+        // Path IPC: sources shared and opened first too (every rank takes part in its exchange).
+        if (xmc_status s = ipc_.open(a, w, call_tag, d_.devices[size_t(stream_.device)].dev); s != XMC_OK) return s;
 
         // Local segments. When this rank also pulls from peers, they go on a second stream, so
         // that the device's own copies overlap the pulls (HBM and NVLink are separate paths);
         // move() waits for both streams.
         bool pulls = false;
-        for (int p = 0; p < g.size; ++p) pulls = pulls || (direct[size_t(p)] && !w.in[size_t(p)].empty());
+        for (int p = 0; p < g.size; ++p)
+            pulls = pulls || ((direct[size_t(p)] || w.path[size_t(p)] == XMC_PATH_IPC) && !w.in[size_t(p)].empty());
         if (pulls && !w.local.empty()) {
             if (!side_)
                 if (CUresult r = d_.cuStreamCreate(&side_, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
@@ -370,6 +383,12 @@ private:
             }
             st.bytes_received += w.in_bytes[size_t(p)];
         }
+        // Path IPC: the peers' sources opened here, pulled in this context.
+        if (xmc_status s = ipc_.pull(a, w, st, [&](char *from, const View &sv, const View &tv) {
+                return copy_box(tgt_, Mem{from, true, stream_.device, stream_.ctx}, sv, tv, elem);
+            });
+            s != XMC_OK)
+            return s;
 
         // Peers in other processes: staged through pinned host memory, over the transport.
         uint64_t chunk = 0;
@@ -394,6 +413,7 @@ private:
 
     xmc_instance *inst_;
     Driver &d_;
+    IpcPath ipc_{inst_, d_};   // path IPC (transfer_ipc.cpp); closed before the streams go
     CUstream side_ = nullptr;  // made on first need, in the call's stream's context
     CUstream on_ = nullptr;
     Mem src_, tgt_;
