@@ -2545,6 +2545,10 @@ SweepOptions slot_sweep_options(const FakeHooks &h) {
         o.timing_dependent = {{"cuEventQuery", polls},
                               {"cuCtxPushCurrent", std::string(polls) + " (each poll in the event's context)"},
                               {"cuCtxPopCurrent", std::string(polls) + " (each poll in the event's context)"}};
+    } else {
+        o.timing_dependent = {{"zeEventQueryStatus",
+                               "the completion thread polls the reload copies' events until they complete: how "
+                               "often depends on when the fake's command list runs them"}};
     }
     return o;
 }
