@@ -2545,6 +2545,12 @@ SweepOptions slot_sweep_options(const FakeHooks &h) {
         o.timing_dependent = {{"cuEventQuery", polls},
                               {"cuCtxPushCurrent", std::string(polls) + " (each poll in the event's context)"},
                               {"cuCtxPopCurrent", std::string(polls) + " (each poll in the event's context)"}};
+        // A request submitted while its stream still runs earlier work takes an event for its
+        // stream point (from the spare events or new): whether it still runs depends on timing.
+        const char *point = "a request submitted while its stream still runs earlier work records an event for "
+                            "its stream point, one kept from an earlier point or a new one: whether the stream "
+                            "still runs, and whether a spare event is there, depends on timing";
+        for (const char *e : {"cuEventRecord", "cuEventCreate", "cuEventDestroy"}) o.timing_dependent[e] = point;
     } else {
         o.timing_dependent = {{"zeEventQueryStatus",
                                "the completion thread polls the reload copies' events until they complete: how "
