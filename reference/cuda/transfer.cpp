@@ -140,8 +140,8 @@ public:
         xmc_status s = move_all(a, w, call_tag, st);
         // AFF-NO-HANG: both streams drained before the vote, even after a failure.
         // Whatever happened, nothing this rank queued may still run once it votes.
-        const CUresult r0 = side_ ? d_.cuStreamSynchronize(side_) : CUDA_SUCCESS;
-        const CUresult r = d_.cuStreamSynchronize(stream_.stream);
+        const CUresult r0 = side_ ? drain(side_) : CUDA_SUCCESS;
+        const CUresult r = drain(stream_.stream);
         if (s == XMC_OK && r0 != CUDA_SUCCESS) s = fail(r0, "cuStreamSynchronize");
         if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
         // The side stream and the staging arena go before the vote, so that a failure to release
@@ -173,6 +173,15 @@ public:
 private:
     xmc_status fail(CUresult r, const char *what) {
         return driver_fail(inst_, r, kCall, what);
+    }
+    // AFF-NO-HANG: a failed synchronize does not say the stream's copies have ended; it is tried
+    // once more, so that this rank votes (and its peers free their sources) only after them (a
+    // failed last synchronize let a rank's pulls read a peer's freed source: the fault sweep's
+    // illegal address). The first failure is the one reported.
+    CUresult drain(CUstream s) {
+        const CUresult r = d_.cuStreamSynchronize(s);
+        if (r != CUDA_SUCCESS) d_.cuStreamSynchronize(s);
+        return r;
     }
     xmc_status sync() {
         const CUresult r = d_.cuStreamSynchronize(stream_.stream);
