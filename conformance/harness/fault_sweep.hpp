@@ -1,8 +1,9 @@
-// The fault sweep (SPEC 7): for every driver call that the registration,
-// pinning, copy and open-to-close scenarios make, one run of the scenario in
-// which exactly that call fails. The scenarios and their tests are in the
-// files of their requirements (test_register.cpp, test_pin.cpp,
-// test_copy.cpp); this is the engine they share. Every run must
+// The fault sweep (SPEC 7, the fakes): for every driver call that the
+// registration, pinning, copy, open-to-close, slot and transfer scenarios
+// make, one run of the scenario in which exactly that call fails. The
+// scenarios and their tests are in the files of their requirements
+// (test_register.cpp, test_pin.cpp, test_copy.cpp, test_vmm.cpp,
+// test_transfer.cpp); this is the engine they share. Every run must
 //   - not crash (and not hang);
 //   - report the failure cleanly: the xmc call that met it answers a non-OK
 //     status (XMC_ERR_DRIVER) whose detail carries the injected native code
