@@ -1,4 +1,4 @@
-// xmc-selftest: fails VMM-UNMAPPED-FAULTS,VMM-ERROR-CLEAR
+// xmc-selftest: fails VMM-UNMAPPED-FAULTS,VMM-ERROR-CLEAR,VMM-BATCH-PARTIAL
 // xmc-selftest: base cuda
 // xmc-selftest: filter VMM-*
 // xmc-selftest: env RC_PARAMS=max_success=20

@@ -145,45 +145,89 @@ bool finish_run(Run &r, const SweepEnv &env, size_t reclaimed_before, std::vecto
     return clean;
 }
 
-// Runs in the child: the clean run, then one run per site from `first` on.
-void child_sweep(const SweepEnv &env, const Scenario &sc, const std::set<std::string> &swept, Report &out, long first) {
+// A clean run's sites in the swept steps; false (reported) when the run was not clean.
+bool clean_sites(const SweepEnv &env, const Scenario &sc, const std::set<std::string> &swept, Report &out,
+                 std::vector<Site> *sites) {
+    const size_t reclaimed = env.control->reclaimed_objects ? env.control->reclaimed_objects() : 0;
+    Run r(env, nullptr, sc.options);
+    r.recording = true;
+    sc.body(r);
+    r.finish_recording();
+    std::vector<std::string> problems;
+    const bool clean = finish_run(r, env, reclaimed, &problems);
+    for (const auto &p : problems) out.line("fail", -1, "the run without a fault: " + p);
+    if (!problems.empty() || !clean) return false;
+    for (size_t k = 0; k + 1 < r.marks.size(); ++k) {
+        const std::string &step = r.marks[k].first;
+        if (!swept.count(step.substr(0, step.find(' ')))) continue;  // the step's first word
+        for (const auto &[entry, after] : r.marks[k + 1].second) {
+            const auto &at = r.marks[k].second;
+            const uint64_t from = at.count(entry) ? at.at(entry) : 0;
+            const uint64_t base = r.start().count(entry) ? r.start().at(entry) : 0;
+            for (uint64_t n = from + 1; n <= after; ++n) sites->push_back(Site{entry, n - base, step});
+        }
+    }
+    return true;
+}
+
+// Calls per entry point among sites.
+Counts per_entry(const std::vector<Site> &sites) {
+    Counts c;
+    for (const Site &s : sites) ++c[s.entry];
+    return c;
+}
+
+// Why the test skips this site ("" : it does not).
+std::string skip_reason(const SweepOptions &o, const Site &site) {
+    for (const auto &k : o.skipped)
+        if (k.entry == site.entry && site.step.rfind(k.step_prefix, 0) == 0) return k.why;
+    return "";
+}
+
+// Runs in the child: the clean runs, then one run per site from `first` on.
+void child_sweep(const SweepEnv &env, const Scenario &sc, const std::set<std::string> &swept,
+                 const SweepOptions &options, Report &out, long first) {
     if (size_t live = env.control->live_objects(); live != 0) {
         out.line("fail", -1, "the driver holds " + std::to_string(live) + " object(s) before the sweep:\n" +
                                  env.control->ledger_text());
         return;
     }
-    // 1. The clean run: its calls, step by step.
-    std::vector<Site> sites;
-    {
-        const size_t reclaimed = env.control->reclaimed_objects ? env.control->reclaimed_objects() : 0;
-        Run r(env, nullptr);
-        r.recording = true;
-        sc.body(r);
-        r.finish_recording();
-        std::vector<std::string> problems;
-        const bool clean = finish_run(r, env, reclaimed, &problems);
-        for (const auto &p : problems) out.line("fail", -1, "the run without a fault: " + p);
-        if (!problems.empty() || !clean) return;
-        for (size_t k = 0; k + 1 < r.marks.size(); ++k) {
-            const std::string &step = r.marks[k].first;
-            if (!swept.count(step.substr(0, step.find(' ')))) continue;  // the ABI call names the step
-            for (const auto &[entry, after] : r.marks[k + 1].second) {
-                const auto &at = r.marks[k].second;
-                const uint64_t from = at.count(entry) ? at.at(entry) : 0;
-                const uint64_t base = r.start().count(entry) ? r.start().at(entry) : 0;
-                for (uint64_t n = from + 1; n <= after; ++n) sites.push_back(Site{entry, n - base, step});
-            }
+    // 1. The clean run: its calls, step by step; and a second one, whose
+    //    calls per entry point must be the same but for the entry points the
+    //    test declares timing-dependent.
+    std::vector<Site> sites, again;
+    if (!clean_sites(env, sc, swept, out, &sites)) return;
+    if (first == 0) {  // a child that goes on after another's site has compared them already
+        if (!clean_sites(env, sc, swept, out, &again)) return;
+        const Counts a = per_entry(sites), b = per_entry(again);
+        std::set<std::string> entries;
+        for (const auto &[e, n] : a) entries.insert(e);
+        for (const auto &[e, n] : b) entries.insert(e);
+        for (const std::string &e : entries) {
+            const uint64_t na = a.count(e) ? a.at(e) : 0, nb = b.count(e) ? b.at(e) : 0;
+            if (na != nb && !options.timing_dependent.count(e))
+                out.line("fail", -1, "two runs without a fault made " + std::to_string(na) + " and " +
+                                         std::to_string(nb) + " calls of " + e + " in the swept steps: its sites " +
+                                         "depend on timing (the test must make the scenario deterministic, or " +
+                                         "declare the entry point timing-dependent and say why)");
         }
     }
     out.line("sites", static_cast<long>(sites.size()));
     // 2. One run per site.
     for (long i = first; i < static_cast<long>(sites.size()); ++i) {
         const Site &site = sites[static_cast<size_t>(i)];
+        const bool timing = options.timing_dependent.count(site.entry) > 0;
         out.line("site", i, site.name());
+        if (const std::string why = skip_reason(options, site); !why.empty()) {
+            out.line("skipped", i, site.name() + ": " + why);
+            out.line("end", i);
+            continue;
+        }
         const size_t reclaimed = env.control->reclaimed_objects ? env.control->reclaimed_objects() : 0;
-        Run r(env, &site);
+        Run r(env, &site, sc.options);
         sc.body(r);
-        if (!r.fired()) r.problem("the injected call was never made: the run took another path than the clean run");
+        if (!r.fired() && timing) out.line("unreached", i, site.name());
+        else if (!r.fired()) r.problem("the injected call was never made: the run took another path than the clean run");
         const bool recovered = r.fired() && !r.reported();
         std::vector<std::string> problems;
         const bool clean = finish_run(r, env, reclaimed, &problems);
@@ -205,6 +249,8 @@ struct SweepOutcome {
     long sites = -1;
     std::vector<std::string> failures;
     std::vector<std::string> recovered;
+    std::vector<std::string> skipped;    // with the test's reason
+    std::vector<std::string> unreached;  // timing-dependent sites with no j-th call in their run
 };
 
 std::string unescape(const std::string &s) {
@@ -308,6 +354,8 @@ SweepOutcome parent_sweep(const std::string &backend, const std::string &test) {
                 else if (kind == "end") running = -1;
                 else if (kind == "fail") o.failures.push_back(site < 0 ? text : "site " + std::to_string(site) + ": " + text);
                 else if (kind == "recovered") o.recovered.push_back(text);
+                else if (kind == "skipped") o.skipped.push_back(text);
+                else if (kind == "unreached") o.unreached.push_back(text);
                 else if (kind == "dirty") dirty_at = site;
                 else if (kind == "done") done = true;
             }
@@ -366,7 +414,7 @@ void FaultSweep::SetUp() {
     if (devices_ == 0) XMC_SKIP(SkipKind::NoDevice, "backend '" << api->name << "' reports no device");
 }
 
-void FaultSweep::sweep(const Scenario &sc, const std::set<std::string> &swept) {
+void FaultSweep::sweep(const Scenario &sc, const std::set<std::string> &swept, const SweepOptions &options) {
     if (const char *report = std::getenv(kReportEnv)) {
         // The child: no instance may stay open, so that contexts are
         // created and released inside every run.
@@ -384,7 +432,7 @@ void FaultSweep::sweep(const Scenario &sc, const std::set<std::string> &swept) {
         env.arena = static_cast<char *>(arena);
         Report out(report);
         const char *first = std::getenv(kFirstEnv);
-        child_sweep(env, sc, swept, out, first ? std::atol(first) : 0);
+        child_sweep(env, sc, swept, options, out, first ? std::atol(first) : 0);
         munmap(arena, env.arena_pages * page_size());
         return;
     }
@@ -394,7 +442,20 @@ void FaultSweep::sweep(const Scenario &sc, const std::set<std::string> &swept) {
     std::string steps;
     for (const auto &s : swept) steps += (steps.empty() ? "" : ",") + s;
     RecordProperty("fault_sweep_sites", static_cast<int>(o.sites));
-    std::printf("fault sweep: %s %s (%s): %ld sites\n", api->name, sc.name, steps.c_str(), o.sites);
+    RecordProperty("fault_sweep_skipped", static_cast<int>(o.skipped.size()));
+    RecordProperty("fault_sweep_unreached", static_cast<int>(o.unreached.size()));
+    std::printf("fault sweep: %s %s (%s): %ld sites", api->name, sc.name, steps.c_str(), o.sites);
+    if (!options.timing_dependent.empty() || !o.skipped.empty())
+        std::printf(" (%zu skipped, %zu timing-dependent not reached)", o.skipped.size(), o.unreached.size());
+    std::printf("\n");
+    for (const auto &[e, why] : options.timing_dependent)
+        std::printf("fault sweep: %s %s: %s is timing-dependent: %s\n", api->name, sc.name, e.c_str(), why.c_str());
+    for (const auto &k : o.skipped) std::printf("fault sweep: %s %s: skipped %s\n", api->name, sc.name, k.c_str());
+    if (!o.unreached.empty()) {
+        std::printf("fault sweep: %s %s: not reached (no such call in that run):", api->name, sc.name);
+        for (const auto &u : o.unreached) std::printf(" [%s]", u.c_str());
+        std::printf("\n");
+    }
     if (!o.recovered.empty()) {
         std::printf("fault sweep: %s %s: %zu site(s) recovered without reporting an error:\n", api->name, sc.name,
                     o.recovered.size());

@@ -1,8 +1,9 @@
-// The fault sweep (SPEC 7): for every driver call that the registration,
-// pinning, copy and open-to-close scenarios make, one run of the scenario in
-// which exactly that call fails. The scenarios and their tests are in the
-// files of their requirements (test_register.cpp, test_pin_methods.cpp,
-// test_copy.cpp); this is the engine they share. Every run must
+// The fault sweep (SPEC 7, the fakes): for every driver call that the
+// registration, pinning, copy, open-to-close, slot and transfer scenarios
+// make, one run of the scenario in which exactly that call fails. The
+// scenarios and their tests are in the files of their requirements
+// (test_register.cpp, test_pin_methods.cpp, test_copy.cpp, test_vmm.cpp,
+// test_transfer.cpp); this is the engine they share. Every run must
 //   - not crash (and not hang);
 //   - report the failure cleanly: the xmc call that met it answers a non-OK
 //     status (XMC_ERR_DRIVER) whose detail carries the injected native code
@@ -35,6 +36,18 @@
 //      from the next site; so does a run that leaves driver objects behind,
 //      so every site starts from an empty ledger. A fresh process, not a
 //      fork: the fake CUDA driver refuses every call in a forked child.
+//   4. Calls made on other threads count like the caller's: a slot worker's
+//      or a rank's. Their order across threads may change from run to run,
+//      and so may the number of calls of an entry point that a thread makes
+//      while it polls (the slot workers' watcher polls events until copies
+//      finish). So the clean run is made twice: an entry point whose calls
+//      in the swept steps differ between the two is an error unless the test
+//      declares it timing-dependent, with the reason (SweepOptions). A site
+//      of such an entry point fails whichever call is the j-th this time; a
+//      run in which there is no j-th is listed as not reached, not failed.
+//      A site a test cannot check is skipped by name with its reason, and
+//      listed. A step of calls made on worker threads is the step in which
+//      the clean run counted them.
 #pragma once
 #include "driver_control.hpp"
 #include "fixture.hpp"
@@ -74,6 +87,18 @@ struct FakeHooks {
     }
 };
 
+// What a test says of its sweep's sites (see 4. above): entry points whose
+// number of calls depends on timing, and sites it cannot check, each with why.
+struct SweepOptions {
+    std::map<std::string, std::string> timing_dependent;  // entry point -> why its count varies
+    struct Skip {
+        std::string entry;        // the entry point
+        std::string step_prefix;  // the site's step starts with this ("" : every step)
+        std::string why;
+    };
+    std::vector<Skip> skipped;
+};
+
 // One driver call to fail: the j-th call of `entry` since the fault script
 // was installed, made by the scenario step `step`.
 struct Site {
@@ -103,7 +128,8 @@ struct SweepEnv {
 // ok(); failures of the checks are collected in `problems`.
 class Run {
 public:
-    Run(const SweepEnv &env, const Site *site) : api(env.api), env_(env), site_(site) {
+    Run(const SweepEnv &env, const Site *site, const char *options = nullptr)
+        : api(env.api), env_(env), site_(site) {
         // A script the fake refuses would inject nothing, and the run would pass as if the fault were handled.
         const std::string script = site ? env_.hooks->fail_call(site->entry, site->j) : "";
         if (env_.control->set_faults(script.c_str()) != 0)
@@ -112,7 +138,7 @@ public:
         start_total_ = env_.hooks->call_count(nullptr);
         besides_contexts_ = env_.control->objects_besides_contexts();
         step("open");
-        xmc_open_params params{sizeof(xmc_open_params), nullptr};
+        xmc_open_params params{sizeof(xmc_open_params), options};
         const xmc_status st = api->open(&params, &inst);
         if (st != XMC_OK) {
             // No instance carries the detail of a failed open: the status alone.
@@ -157,6 +183,12 @@ public:
         if (st == XMC_OK) return true;
         xmc_error_info e{};
         api->last_error(inst, &e);
+        return ok_with(st, e, call);
+    }
+    // ok() of a call made on another thread (a rank's), whose last error that
+    // thread read.
+    bool ok_with(xmc_status st, const xmc_error_info &e, const char *call) {
+        if (st == XMC_OK) return true;
         std::ostringstream got;
         got << call << " answered " << xmc_status_string(st) << " [native " << e.native_code << ", call '" << e.call
             << "'] " << e.message;
@@ -193,6 +225,16 @@ public:
         api->last_error(inst, &e);
         problem(std::string(call) + " answered " + xmc_status_string(st) + " [native " + std::to_string(e.native_code) +
                 "] " + e.message + " (" + why + ")");
+    }
+
+    // A call the state the model gives must refuse with `want` (a probe of
+    // that state); not a report of the fault.
+    void refused_as(xmc_status want, xmc_status st, const char *call, const char *why) {
+        if (st == want) return;
+        xmc_error_info e{};
+        api->last_error(inst, &e);
+        problem(std::string(call) + " answered " + xmc_status_string(st) + " [native " + std::to_string(e.native_code) +
+                "] " + e.message + ", not " + xmc_status_string(want) + " (" + why + ")");
     }
 
     xmc_reg_info reg_query(const void *p) {
@@ -253,6 +295,7 @@ private:
 struct Scenario {
     const char *name;
     void (*body)(Run &r);
+    const char *options = nullptr;  // the open options of the run's instance
 };
 
 // Skips where the backend runs over no fake driver with call counters, or
@@ -261,8 +304,9 @@ class FaultSweep : public BackendTest {
 protected:
     void SetUp() override;
 
-    // Sweeps the sites of the steps named by `swept` (their ABI calls).
-    void sweep(const Scenario &sc, const std::set<std::string> &swept);
+    // Sweeps the sites of the steps named by `swept` (the first word of a
+    // step's name: its ABI call, or the phase of the scenario it belongs to).
+    void sweep(const Scenario &sc, const std::set<std::string> &swept, const SweepOptions &options = {});
 
     const DriverControl *control_ = nullptr;
     FakeHooks hooks_;

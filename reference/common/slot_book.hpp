@@ -473,9 +473,12 @@ void forget_request(SlotBook<S, R> &v, std::unique_lock<std::mutex> &lock, xmc_r
 
 // request_destroy of a remap never adopted: its mapping goes with it (VMM-ADOPT). unmap(slot)
 // undoes the slot's mapping and says whether it went; if not, it stays as the slot's own.
+// VMM-ASYNC-ERROR: also a remap that failed after mapping (its reload copy failed): skipping it
+// left the slot remap-pending on a destroyed request, refusing every later release and remap
+// (the fault sweep caught it); a remap rolled back by its worker has no slot pending on it.
 template <class R, class F>
 void drop_unadopted(R &r, F &&unmap) {
-    if (!r.remap || r.adopted || r.status != XMC_OK) return;
+    if (!r.remap || r.adopted) return;
     for (const auto &s : r.slots)
         if (pending_remap(*s, r)) {
             s->state = unmap(*s) ? SlotState::Released : SlotState::Mapped;

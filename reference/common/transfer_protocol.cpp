@@ -817,6 +817,8 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         if (s != XMC_OK)
             return be::fail(inst, s, 0, kCall, "%s: rank %d: the agreement over transport '%s' failed: %s within %u ms",
                             kCall, my_label, tp_name, xmc_status_string(s), g->timeout_ms);
+        if (!why.empty() && w.native != 0)
+            return be::fail(inst, XMC_ERR_DRIVER, w.native, kCall, "%s: rank %d: %s", kCall, my_label, why.c_str());
         if (!why.empty())
             return be::fail(inst, XMC_ERR_REFUSED, 0, kCall, "%s: rank %d refused: %s", kCall, my_label, why.c_str());
         Fnv call;

@@ -151,6 +151,9 @@ struct Work {
     std::vector<xmc_path> path;
     // Every rank's path to every position, row-major (size * size), as every rank computed it.
     std::vector<xmc_path> table;
+    // The driver's code when prepare() refused because a driver call failed: this rank then
+    // fails with XMC_ERR_DRIVER and that code, not as a refusal without one (the others refuse).
+    int64_t native = 0;
 };
 
 // What a backend supplies to execute().

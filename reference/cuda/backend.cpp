@@ -58,10 +58,13 @@ xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     graph_close(static_cast<Instance *>(inst));  // launches first: they may read and write slots
     auto *in = static_cast<Instance *>(inst);
     xmc_close_report report{};
-    report.slots = vmm_close(in);  // slots next: their copies and callbacks need the streams
-    // Its streams, events and allocations next. A failed release keeps the
-    // instance open with what is left, so that closing again finishes.
+    // Slots next: their copies and callbacks need the streams. Then its streams, events and
+    // allocations. A failed release keeps the instance open with what is left, so that closing
+    // again finishes.
     const char *what = "";
+    CUresult failed = CUDA_SUCCESS;
+    report.slots = vmm_close(in, &failed, &what);
+    if (failed != CUDA_SUCCESS) return driver_fail(inst, failed, "close", what);
     if (CUresult r = in->release_all(&what); r != CUDA_SUCCESS) return driver_fail(inst, r, "close", what);
     Driver &d = Driver::get();
     bool last = false;

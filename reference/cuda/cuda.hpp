@@ -218,7 +218,8 @@ std::shared_ptr<Vmm> vmm_create();
 // The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // Before the instance goes: waits for every slot's work, frees the slots, joins the threads.
-size_t vmm_close(Instance *in);  // returns the slots it closed
+// Returns the slots it closed; *failed: a driver failure (what: the call), the rest kept for a retry.
+size_t vmm_close(Instance *in, CUresult *failed, const char **what);
 // graph_begin's guard (graph.cpp): XMC_ERR_BUSY while a remap still has reload copies to enqueue
 // on `s` (they would be captured into the graph instead of reloading the slot); otherwise runs
 // `begin` under the slots' lock, so that no such remap is submitted meanwhile.

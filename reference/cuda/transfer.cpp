@@ -77,6 +77,7 @@ struct Axis {
 class CudaExecutor final : public transfer::Executor, public transfer::Stager {
 public:
     explicit CudaExecutor(xmc_instance *inst) : inst_(inst), d_(Driver::get()) {}
+    // What move() could not release (its failure reported there) gets a second try here.
     ~CudaExecutor() override {
         if (side_) d_.cuStreamDestroy(side_);
         if (arena_) pin_free(inst_, arena_);
@@ -105,27 +106,38 @@ public:
         return can;
     }
 
-    std::string prepare(const xmc_transfer_args &a, transfer::Work &) override {
+    std::string prepare(const xmc_transfer_args &a, transfer::Work &w) override {
         if (!d_.usable) return d_.why;
         if (!d_.missing_copy.empty()) return "the driver " + d_.library + " does not export " + d_.missing_copy;
         if (!d_.missing_transfer.empty())
             return "the driver " + d_.library + " does not export " + d_.missing_transfer;
         for (const auto *b : {&a.source, &a.target})
-            if (b->ptr && !mem_of(*b, b == &a.source ? &src_ : &tgt_))
+            if (b->ptr && !mem_of(*b, b == &a.source ? &src_ : &tgt_, &w.native))
                 return "cannot retain the context of device " + to_string(b->device);
         xmc_stream *h = a.stream;
         if (!h) {
             // The target's device does the copies (it pulls), else the source's.
             const int32_t dev = tgt_.device ? tgt_.ordinal : src_.device ? src_.ordinal : 0;
-            if (stream_create(inst_, dev, &own_stream_) != XMC_OK)
-                return "cannot create a stream on device " + to_string(dev);
+            if (stream_create(inst_, dev, &own_stream_) != XMC_OK) {
+                xmc_error_info e{};
+                be::last_error(inst_, &e);
+                w.native = e.native_code;
+                return "cannot create a stream on device " + to_string(dev) + ": " + e.message;
+            }
             h = own_stream_;
         }
         if (!find_stream(inst_, h, &stream_)) return "the stream is not a live stream of this instance";
         // Work queued on the caller's stream before this call must finish before we read or write.
+        // A driver failure here carries its code (w.native): it was a refusal without one.
         CtxScope scope(d_, stream_.ctx);
-        if (scope.result() != CUDA_SUCCESS || d_.cuStreamSynchronize(stream_.stream) != CUDA_SUCCESS)
-            return "stream synchronization failed";
+        if (scope.result() != CUDA_SUCCESS) {
+            w.native = scope.result();
+            return std::string("cuCtxPushCurrent failed with ") + d_.result_name(scope.result());
+        }
+        if (CUresult r = d_.cuStreamSynchronize(stream_.stream); r != CUDA_SUCCESS) {
+            w.native = r;
+            return std::string("stream synchronization (cuStreamSynchronize) failed with ") + d_.result_name(r);
+        }
         return "";
     }
 
@@ -136,12 +148,23 @@ public:
         xmc_status s = move_all(a, w, call_tag, st);
         // AFF-NO-HANG: both streams drained before the vote, even after a failure.
         // Whatever happened, nothing this rank queued may still run once it votes.
-        const CUresult r0 = side_ ? d_.cuStreamSynchronize(side_) : CUDA_SUCCESS;
-        const CUresult r = d_.cuStreamSynchronize(stream_.stream);
+        const CUresult r0 = side_ ? drain(side_) : CUDA_SUCCESS;
+        const CUresult r = drain(stream_.stream);
         if (s == XMC_OK && r0 != CUDA_SUCCESS) s = fail(r0, "cuStreamSynchronize");
         if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
         // Path IPC: the peers' sources closed once nothing queued reads them, before the vote.
         if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
+        // The side stream and the staging arena go before the vote, so that a failure to release
+        // them is this rank's error (the destructor dropped it: a stream the fault sweep found
+        // leaked); what fails stays for the destructor's second try.
+        if (side_) {
+            if (CUresult rs = d_.cuStreamDestroy(side_); rs == CUDA_SUCCESS) side_ = nullptr;
+            else if (s == XMC_OK) s = fail(rs, "cuStreamDestroy");
+        }
+        if (arena_) {
+            if (xmc_status ps = pin_free(inst_, arena_); ps == XMC_OK) arena_ = nullptr;
+            else if (s == XMC_OK) s = ps;  // pin_free's own detail and code
+        }
         return s;
     }
 
@@ -161,15 +184,26 @@ private:
     xmc_status fail(CUresult r, const char *what) {
         return driver_fail(inst_, r, kCall, what);
     }
+    // AFF-NO-HANG: a failed synchronize does not say the stream's copies have ended; it is tried
+    // once more, so that this rank votes (and its peers free their sources) only after them (a
+    // failed last synchronize let a rank's pulls read a peer's freed source: the fault sweep's
+    // illegal address). The first failure is the one reported.
+    CUresult drain(CUstream s) {
+        const CUresult r = d_.cuStreamSynchronize(s);
+        if (r != CUDA_SUCCESS) d_.cuStreamSynchronize(s);
+        return r;
+    }
     xmc_status sync() {
         const CUresult r = d_.cuStreamSynchronize(stream_.stream);
         return r == CUDA_SUCCESS ? XMC_OK : fail(r, "cuStreamSynchronize");
     }
 
-    bool mem_of(const xmc_shard_buffer &b, Mem *m) {
+    bool mem_of(const xmc_shard_buffer &b, Mem *m, int64_t *native = nullptr) {
         *m = Mem{static_cast<char *>(b.ptr), b.kind == XMC_MEM_DEVICE, b.device, nullptr};
         if (!m->device) return true;
-        return d_.context_for(d_.devices[size_t(b.device)].uuid, &m->ctx, nullptr) == CUDA_SUCCESS;
+        const CUresult r = d_.context_for(d_.devices[size_t(b.device)].uuid, &m->ctx, nullptr);
+        if (r != CUDA_SUCCESS && native) *native = r;
+        return r == CUDA_SUCCESS;
     }
 
     // Peer forms when both sides are device memory of different contexts.

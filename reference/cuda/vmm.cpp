@@ -65,6 +65,7 @@ struct Slot : be::SlotBase<Request> {
     int32_t device = 0;
     CUcontext ctx = nullptr;
     CUmemGenericAllocationHandle handle = 0;  // the allocation mapped now, or 0 while released
+    std::vector<CUmemGenericAllocationHandle> stray;  // unmapped, but the driver kept it: released at close
 };
 
 using Clock = std::chrono::steady_clock;
@@ -172,6 +173,23 @@ void note_phases(Vmm &v, const Request &r) {
 
 // ---- physical memory of a slot ---------------------------------------------
 
+// Allocation h mapped at the slot's address, readable and writable by its device; on a
+// failure nothing stays mapped. The slot's context is current.
+CUresult map_at(Slot &s, CUmemGenericAllocationHandle h) {
+    Driver &d = Driver::get();
+    // VMM-STABLE: mapped at the slot's own reserved address, every time.
+    CUresult r = d.cuMemMap(s.addr, s.size, 0, h, 0);
+    if (r != CUDA_SUCCESS) return r;
+    CUmemAccessDesc access;
+    std::memset(&access, 0, sizeof access);
+    access.location = device_prop(s.device).location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    // VMM-CREATE: access granted to the slot's device, read/write.
+    r = d.cuMemSetAccess(s.addr, s.size, &access, 1);
+    if (r != CUDA_SUCCESS) d.cuMemUnmap(s.addr, s.size);
+    return r;
+}
+
 // Fresh memory at the slot's address, readable and writable by its device.
 CUresult map_backing(Slot &s) {
     Driver &d = Driver::get();
@@ -180,19 +198,8 @@ CUresult map_backing(Slot &s) {
     const CUmemAllocationProp prop = device_prop(s.device);
     CUmemGenericAllocationHandle h = 0;
     if (CUresult r = d.cuMemCreate(&h, s.size, &prop, 0); r != CUDA_SUCCESS) return r;
-    // VMM-STABLE: mapped at the slot's own reserved address, every time.
-    CUresult r = d.cuMemMap(s.addr, s.size, 0, h, 0);
-    if (r == CUDA_SUCCESS) {
-        CUmemAccessDesc access;
-        std::memset(&access, 0, sizeof access);
-        access.location = prop.location;
-        access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-        // VMM-CREATE: access granted to the slot's device, read/write.
-        r = d.cuMemSetAccess(s.addr, s.size, &access, 1);
-        if (r != CUDA_SUCCESS) d.cuMemUnmap(s.addr, s.size);
-    }
-    if (r != CUDA_SUCCESS) {
-        d.cuMemRelease(h);
+    if (CUresult r = map_at(s, h); r != CUDA_SUCCESS) {
+        if (d.cuMemRelease(h) != CUDA_SUCCESS) s.stray.push_back(h);
         return r;
     }
     s.handle = h;
@@ -200,6 +207,11 @@ CUresult map_backing(Slot &s) {
 }
 
 // Unmapped, then released: the memory returns to the device with its last mapping.
+// VMM-ASYNC-ERROR: a failed release leaves the slot as it was. A failed unmap leaves it mapped;
+// after a failed cuMemRelease the same memory is mapped back, its bytes intact (dropping the
+// handle there leaked the allocation and left the slot unmapped under a failed request, which
+// the fault sweep caught). Only if that fails too is the slot left unmapped, the allocation kept
+// for close.
 CUresult unmap_backing(Slot &s) {
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
@@ -207,9 +219,21 @@ CUresult unmap_backing(Slot &s) {
     // VMM-UNMAPPED-FAULTS: the range stays reserved, unmapped: an access faults;
     // VMM-RELEASE-ORDER: released, the memory goes back to the device.
     if (CUresult r = d.cuMemUnmap(s.addr, s.size); r != CUDA_SUCCESS) return r;
-    CUresult r = d.cuMemRelease(s.handle);
+    const CUresult r = d.cuMemRelease(s.handle);
+    if (r != CUDA_SUCCESS && map_at(s, s.handle) == CUDA_SUCCESS) return r;
+    if (r != CUDA_SUCCESS) s.stray.push_back(s.handle);
     s.handle = 0;
     return r;
+}
+
+// What the driver kept of a slot's earlier allocations (released at close). The slot's context
+// is current.
+CUresult release_strays(Slot &s) {
+    while (!s.stray.empty()) {
+        if (CUresult r = Driver::get().cuMemRelease(s.stray.back()); r != CUDA_SUCCESS) return r;
+        s.stray.pop_back();
+    }
+    return CUDA_SUCCESS;
 }
 
 void record(Request &r, CUresult res, const std::string &what) {
@@ -229,8 +253,17 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
                       const char *call);
 
 void run_release(Request &r) {
+    const bool point_failed = r.status != XMC_OK;
     for (size_t i = 0; i < r.slots.size(); ++i) {
         const auto &s = r.slots[i];
+        if (point_failed) {
+            // VMM-ASYNC-ERROR: its stream point failed: nothing is unmapped, the slot stays mapped
+            // (it unmapped under a failed request before: the fault sweep caught it).
+            s->release_status = r.status;
+            s->release_native = r.native;
+            be::release_ran(*s, r, true);
+            continue;
+        }
         if (CUresult res = unmap_backing(*s); res != CUDA_SUCCESS) {
             // VMM-ASYNC-ERROR: the driver's code is the request's; slot stays mapped.
             record(r, res, "cuMemUnmap/cuMemRelease of a slot", i);
@@ -244,7 +277,9 @@ void run_release(Request &r) {
 
 void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
     size_t mapped = 0;
+    const bool point_failed = r->status != XMC_OK;  // then nothing is mapped
     for (const auto &s : r->slots) {
+        if (point_failed) break;
         // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
         if (s->handle) {  // its release failed: the slot was never unmapped
             r->record(s->release_status, s->release_native,
@@ -300,7 +335,7 @@ void worker_loop(xmc_instance *inst, Vmm *v) {
 
 void finish_copy(Vmm &v, const Watched &w, CUresult res) {
     Request &r = *w.r;
-    if (res != CUDA_SUCCESS) record(r, res, "the reload copy of a slot");
+    if (res != CUDA_SUCCESS) record(r, res, "the reload copy of a slot", w.index);
     r.events[w.index] = nullptr;
     r.copy_finished(w.index);
     settle_words(v, r);
@@ -337,14 +372,23 @@ bool poll(Vmm &v, Pick &&pick) {
         CUresult res;
         {
             CtxScope scope(d, v.watched[k].ctx);
-            res = scope.result();
-            if (res == CUDA_SUCCESS) res = d.cuEventQuery(v.watched[k].ev);
+            // A failed push says nothing of the event: it is polled again. (Taking it as the
+            // event's failure finished a copy still running, and a release then unmapped under
+            // it: the fault sweep caught the fake's illegal-address error that followed.)
+            res = scope.result() == CUDA_SUCCESS ? d.cuEventQuery(v.watched[k].ev) : CUDA_ERROR_NOT_READY;
             if (res == CUDA_ERROR_NOT_READY) {
                 ++k;
                 continue;
             }
-            if (res == CUDA_SUCCESS) give_event(v, v.watched[k].ctx, v.watched[k].ev);
-            else if (scope.result() == CUDA_SUCCESS) d.cuEventDestroy(v.watched[k].ev);  // failed: not reused
+            if (res == CUDA_SUCCESS) {
+                give_event(v, v.watched[k].ctx, v.watched[k].ev);
+            } else {
+                // A failed query does not say the copy has ended: wait for the event itself
+                // before the slot may be released under it (a release after a failed query
+                // unmapped under a running copy: the fault sweep caught the illegal address).
+                if (!v.watched[k].point) d.cuEventSynchronize(v.watched[k].ev);
+                d.cuEventDestroy(v.watched[k].ev);  // failed: not reused
+            }
         }
         const Watched w = v.watched[k];
         v.watched.erase(v.watched.begin() + static_cast<long>(k));
@@ -384,6 +428,7 @@ void watch_loop(Vmm *v) {
 
 void start_threads(xmc_instance *inst, Vmm &v) {
     if (!v.threads.empty()) return;
+    v.stop = false;  // a close that failed after stopping them keeps the instance open
     // VMM-SERIAL: vmm_workers workers (1: serial) and the watcher.
     for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
     v.threads.emplace_back(watch_loop, &v);
@@ -395,8 +440,11 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
                       const char *call) {
     Stream st;
     Slot &s = *r->slots[i];
+    // A deferred launch that fails is its caller's to report, and leaves the copy to launch again
+    // (VMM-ERROR-CLEAR); the worker's own launches fail their request (VMM-ASYNC-ERROR).
+    const bool launch = std::strcmp(call, "request_launch_copy") == 0;
     if (!find_stream(inst, stream, &st)) {
-        record(*r, CUDA_ERROR_INVALID_HANDLE, "finding the reload copy's stream");
+        if (!launch) record(*r, CUDA_ERROR_INVALID_HANDLE, "finding the reload copy's stream", i);
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
                         static_cast<void *>(stream));
     }
@@ -407,8 +455,8 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     // deferred launch is refused, nothing changed; a worker never meets this (graph_begin
     // waits for a remap's copies, vmm_before_capture), and would fail the request.
     if (st.capture) {
-        if (std::strcmp(call, "request_launch_copy") != 0)
-            record(*r, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "issuing the reload copy onto a capturing stream");
+        if (!launch)
+            record(*r, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "issuing the reload copy onto a capturing stream", i);
         return refuse_capturing(inst, call);
     }
     Driver &d = Driver::get();
@@ -418,10 +466,14 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     if (res == CUDA_SUCCESS) res = take_event(v, s.ctx, &ev);
     // VMM-REMAP-COPY: the whole slot from its checked pinned source.
     if (res == CUDA_SUCCESS) res = d.cuMemcpyHtoDAsync(s.addr, r->srcs[i], s.size, st.stream);
+    const bool enqueued = res == CUDA_SUCCESS;
     if (res == CUDA_SUCCESS) res = d.cuEventRecord(ev, st.stream);
     if (res != CUDA_SUCCESS) {
+        // A copy enqueued without its event is seen by nothing: it ends here, before the slot
+        // can be released or closed under it (the fault sweep caught an unmap under it).
+        if (enqueued) d.cuStreamSynchronize(st.stream);
         if (ev) d.cuEventDestroy(ev);
-        record(*r, res, "issuing the reload copy");
+        if (!launch) record(*r, res, "issuing the reload copy", i);
         return driver_fail(inst, res, call, "cuMemcpyHtoDAsync/cuEventRecord");
     }
     r->events[i] = ev;
@@ -750,15 +802,39 @@ xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
     return XMC_OK;
 }
 
-// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE).
-static void close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s) {
+// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE). A driver failure stops
+// it where it failed and is returned, the slot still open with what is left, so that closing
+// again finishes (ignoring them left the slot's memory or range with the driver, unreported:
+// the fault sweep's ledger caught it).
+static CUresult close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s, const char **what) {
     v.cv.wait(lock, [&] { return s.jobs == 0 && s.copies == 0; });
     Driver &d = Driver::get();
-    if (s.handle) unmap_backing(s);
+    if (s.handle) {
+        if (CUresult r = unmap_backing(s); r != CUDA_SUCCESS) {
+            *what = "cuMemUnmap/cuMemRelease";
+            return r;
+        }
+        // Released now, whatever it was: if the rest fails the slot stays open, unmapped.
+        s.state = be::SlotState::Released;
+        s.pending = nullptr;
+        s.mapped_by = nullptr;
+    }
     CtxScope scope(d, s.ctx);
-    if (scope.result() == CUDA_SUCCESS) d.cuMemAddressFree(s.addr, s.size);
+    if (scope.result() != CUDA_SUCCESS) {
+        *what = "cuCtxPushCurrent";
+        return scope.result();
+    }
+    if (CUresult r = release_strays(s); r != CUDA_SUCCESS) {
+        *what = "cuMemRelease";
+        return r;
+    }
+    if (CUresult r = d.cuMemAddressFree(s.addr, s.size); r != CUDA_SUCCESS) {
+        *what = "cuMemAddressFree";
+        return r;
+    }
     s.closed = true;
     v.cv.notify_all();
+    return CUDA_SUCCESS;
 }
 
 xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
@@ -766,7 +842,11 @@ xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
     std::unique_lock<std::mutex> lock(v.mu);
     std::shared_ptr<Slot> s;
     if (xmc_status st = be::take_slot(inst, v, h, &s); st != XMC_OK) return st;
-    close_slot(v, lock, *s);
+    const char *what = "";
+    if (CUresult r = close_slot(v, lock, *s, &what); r != CUDA_SUCCESS) {
+        v.slots[h] = s;  // still open: a second close finishes
+        return driver_fail(inst, r, "slot_close", what);
+    }
     return XMC_OK;
 }
 
@@ -806,32 +886,50 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
     return XMC_OK;
 }
 
-size_t vmm_close(Instance *in) {
+size_t vmm_close(Instance *in, CUresult *failed, const char **what) {
     Vmm &v = *in->vmm;
     std::unique_lock<std::mutex> lock(v.mu);
     size_t closed = 0;  // close_report counts them
+    *failed = CUDA_SUCCESS;
+    // A driver failure returns at once with what is left kept, so that closing again finishes.
     while (!v.slots.empty()) {
-        std::shared_ptr<Slot> s = v.slots.begin()->second;
-        v.slots.erase(v.slots.begin());
+        auto it = v.slots.begin();
+        std::shared_ptr<Slot> s = it->second;
+        xmc_slot *const h = it->first;
+        v.slots.erase(it);
+        if (CUresult r = close_slot(v, lock, *s, what); r != CUDA_SUCCESS) {
+            v.slots[h] = s;
+            *failed = r;
+            return closed;
+        }
         ++closed;
-        close_slot(v, lock, *s);
     }
     be::stop_threads(v, lock);
+    v.threads.clear();  // joined: a close retried after a failure below joins none twice
+    lock.lock();
     // Every request is done now, so every wait word is stored; once each
     // stream has passed its waits, the words' memory can go.
     Driver &d = Driver::get();
-    for (const PassEvent &p : v.passes) {
+    auto note = [&](CUresult r, const char *call) {
+        if (r == CUDA_SUCCESS) return false;
+        *failed = r;
+        *what = call;
+        return true;
+    };
+    while (!v.passes.empty()) {
+        const PassEvent &p = v.passes.back();
         CtxScope scope(d, p.ctx);
-        if (scope.result() != CUDA_SUCCESS) continue;
-        d.cuEventSynchronize(p.ev);
-        d.cuEventDestroy(p.ev);
+        if (note(scope.result(), "cuCtxPushCurrent") || note(d.cuEventSynchronize(p.ev), "cuEventSynchronize") ||
+            note(d.cuEventDestroy(p.ev), "cuEventDestroy"))
+            return closed;
+        v.passes.pop_back();
     }
-    v.passes.clear();
-    for (const PassEvent &e : v.spare_events) {
+    while (!v.spare_events.empty()) {
+        const PassEvent &e = v.spare_events.back();
         CtxScope scope(d, e.ctx);
-        if (scope.result() == CUDA_SUCCESS) d.cuEventDestroy(e.ev);
+        if (note(scope.result(), "cuCtxPushCurrent") || note(d.cuEventDestroy(e.ev), "cuEventDestroy")) return closed;
+        v.spare_events.pop_back();
     }
-    v.spare_events.clear();
     if (!v.phases.empty()) {
         if (FILE *f = std::fopen(v.phases_file.c_str(), "a")) {
             for (const std::string &line : v.phases) std::fprintf(f, "%s\n", line.c_str());
@@ -841,7 +939,8 @@ size_t vmm_close(Instance *in) {
     }
     if (v.words) {
         CtxScope scope(d, v.words_ctx);
-        if (scope.result() == CUDA_SUCCESS) d.cuMemHostUnregister(v.words);
+        if (note(scope.result(), "cuCtxPushCurrent") || note(d.cuMemHostUnregister(v.words), "cuMemHostUnregister"))
+            return closed;
         munmap(v.words, kWordBytes);
         v.words = nullptr;
         v.free_words.clear();

@@ -62,11 +62,13 @@ xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     // Graphs first: their launches may read and write slots.
     graph_close(in);
     xmc_close_report report{};
-    // Slots next: their copies and stream points need the streams.
-    report.slots = vmm_close(in);
-    // Its streams, events and allocations next. A failed release keeps the
-    // instance open with what is left, so that closing again finishes.
+    // Slots next: their copies and stream points need the streams. Then its
+    // streams, events and allocations. A failed release keeps the instance
+    // open with what is left, so that closing again finishes.
     const char *what = "";
+    ze_result_t failed = ZE_RESULT_SUCCESS;
+    report.slots = vmm_close(in, &failed, &what);
+    if (failed != ZE_RESULT_SUCCESS) return driver_fail(inst, failed, "close", what);
     if (ze_result_t r = in->release_all(&what); r != ZE_RESULT_SUCCESS) return driver_fail(inst, r, "close", what);
     // The slot requests' events last: a stream could still wait on them.
     if (ze_result_t r = vmm_release_events(in); r != ZE_RESULT_SUCCESS)

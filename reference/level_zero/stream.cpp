@@ -117,9 +117,19 @@ static void run_callbacks(Stream *s) {
             s->queue.pop_front();
         }
         // A failed wait (the stream hit a device fault) skips the function but
-        // still releases the work behind it.
-        if (d.zeEventHostSynchronize(cb->reached, UINT64_MAX) == ZE_RESULT_SUCCESS && cb->fn) cb->fn(cb->user);
-        d.zeEventHostSignal(cb->done);
+        // still releases the work behind it. Both are tried again first: a wait
+        // that failed once skipped a slot request's stream point, which then
+        // never ran, and a `done` whose signal failed held the stream for good
+        // (both hangs the fault sweep found).
+        constexpr int kTries = 3;
+        ze_result_t waited = ZE_RESULT_ERROR_UNKNOWN;
+        for (int t = 0; t < kTries && waited != ZE_RESULT_SUCCESS; ++t)
+            waited = d.zeEventHostSynchronize(cb->reached, UINT64_MAX);
+        if (waited == ZE_RESULT_SUCCESS && cb->fn) cb->fn(cb->user);
+        for (int t = 0; t < kTries && d.zeEventHostSignal(cb->done) != ZE_RESULT_SUCCESS; ++t) {
+        }
+        std::lock_guard<std::mutex> lock(s->cb_mu);
+        cb->finished = true;
     }
 }
 
@@ -131,7 +141,10 @@ static ze_result_t reclaim_callbacks(Stream &s, uint64_t seq) {
     std::lock_guard<std::mutex> lock(s.cb_mu);
     for (auto it = s.callbacks.begin(); it != s.callbacks.end();) {
         Callback &cb = **it;
-        if (cb.seq >= seq) {
+        // Not before this thread is done with it: a callback whose wait could not be appended is
+        // not waited for by the list, and freeing it while still queued ran the next callback
+        // made at its address twice (a use after free the fault sweep crashed on).
+        if (cb.seq >= seq || !cb.finished) {
             ++it;
             continue;
         }

@@ -136,8 +136,12 @@ void record(Request &r, ze_result_t res, const std::string &what) {
 // ---- workers ------------------------------------------------------------------
 
 // Appends the reload copy of slot i of r to `st`, signalling its event.
-// Caller holds v.mu and is no callback thread.
-ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stream &st) {
+// Caller holds v.mu and is no callback thread. A deferred launch (`launch`)
+// that fails is its caller's to report and may be tried again: the request
+// stays good, and no consumer waits on a copy not launched (VMM-ERROR-CLEAR;
+// failing the request made the launch's failure reported twice and the slot
+// unusable until destroyed). The worker's own copies fail their request.
+ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stream &st, bool launch = false) {
     Driver &d = Driver::get();
     Slot &s = *r->slots[i];
     ze_result_t res = ZE_RESULT_SUCCESS;
@@ -147,9 +151,10 @@ ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stre
         res = d.zeCommandListAppendMemoryCopy(st.list, reinterpret_cast<void *>(s.addr), r->srcs[i], s.size,
                                               r->events[i], 0, nullptr);
     }
+    if (res != ZE_RESULT_SUCCESS && launch) return res;
     if (res != ZE_RESULT_SUCCESS) {
         d.zeEventHostSignal(r->events[i]);  // it will never run: nobody may wait for it
-        record(*r, res, "zeCommandListAppendMemoryCopy of a slot's reload copy");
+        record(*r, res, "zeCommandListAppendMemoryCopy of a slot's reload copy" + be::batch_index(i));
         return res;
     }
     r->copy_launched(i);
@@ -222,7 +227,7 @@ void worker_loop(xmc_instance *inst, Vmm *v) {
 
 void finish_copy(Vmm &v, InFlight &f, ze_result_t res) {
     Request &r = *f.r;
-    if (res != ZE_RESULT_SUCCESS) record(r, res, "the reload copy of a slot");
+    if (res != ZE_RESULT_SUCCESS) record(r, res, "the reload copy of a slot" + be::batch_index(f.index));
     r.copy_finished(f.index);
     v.cv.notify_all();
 }
@@ -246,6 +251,10 @@ void completion_loop(Vmm *v) {
                 ++k;
                 continue;
             }
+            // A failed query does not say the copy has ended: wait for its event before the
+            // slot may be released under it (the fault sweep caught a release unmapping under
+            // a running copy, and the device lost after it).
+            if (res != ZE_RESULT_SUCCESS) d.zeEventHostSynchronize(f.r->events[f.index], UINT64_MAX);
             finish_copy(*v, f, res);
             v->in_flight.erase(v->in_flight.begin() + static_cast<long>(k));
             progressed = true;
@@ -366,24 +375,39 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     return XMC_OK;
 }
 
-// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE).
+// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE). A
+// driver failure stops it there and is returned, the slot still open with
+// what is left, so that closing again finishes (it went on and called the
+// slot closed with its memory still in the driver: the fault sweep's ledger).
 ze_result_t close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s, const char **what) {
     v.cv.wait(lock, [&] { return s.jobs == 0 && s.copies == 0; });
     Driver &d = Driver::get();
-    ze_result_t first = ZE_RESULT_SUCCESS;
-    auto note = [&](ze_result_t r, const char *call) {
-        if (r != ZE_RESULT_SUCCESS && first == ZE_RESULT_SUCCESS) {
-            first = r;
-            *what = call;
+    if (s.phys) {
+        const ze_result_t r = unmap_backing(s);
+        if (!s.phys) {  // unmapped now, whatever else failed: the slot is released
+            s.state = be::SlotState::Released;
+            s.pending = nullptr;
+            s.mapped_by = nullptr;
         }
-    };
-    if (s.phys) note(unmap_backing(s), "zeVirtualMemUnmap/zePhysicalMemDestroy");
-    for (ze_physical_mem_handle_t h : s.stray) note(d.zePhysicalMemDestroy(s.ctx, h), "zePhysicalMemDestroy");
-    s.stray.clear();
-    note(d.zeVirtualMemFree(s.ctx, reinterpret_cast<void *>(s.addr), s.size), "zeVirtualMemFree");
+        if (r != ZE_RESULT_SUCCESS) {
+            *what = "zeVirtualMemUnmap/zePhysicalMemDestroy";
+            return r;
+        }
+    }
+    while (!s.stray.empty()) {
+        if (ze_result_t r = d.zePhysicalMemDestroy(s.ctx, s.stray.back()); r != ZE_RESULT_SUCCESS) {
+            *what = "zePhysicalMemDestroy";
+            return r;
+        }
+        s.stray.pop_back();
+    }
+    if (ze_result_t r = d.zeVirtualMemFree(s.ctx, reinterpret_cast<void *>(s.addr), s.size); r != ZE_RESULT_SUCCESS) {
+        *what = "zeVirtualMemFree";
+        return r;
+    }
     s.closed = true;
     v.cv.notify_all();
-    return first;
+    return ZE_RESULT_SUCCESS;
 }
 
 } // namespace
@@ -474,7 +498,7 @@ xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t inde
     // wait on this copy's event, which nothing signals if the launch is refused.
     if (xmc_status res = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Claimed); res != XMC_OK) return res;
     if (xmc_status res = be::check_target(inst, call, *r, index); res != XMC_OK) return res;
-    if (ze_result_t res = issue_copy(v, r, index, *st); res != ZE_RESULT_SUCCESS)
+    if (ze_result_t res = issue_copy(v, r, index, *st, true); res != ZE_RESULT_SUCCESS)
         return driver_fail(inst, res, call, "zeCommandListAppendMemoryCopy");
     return XMC_OK;
 }
@@ -558,10 +582,12 @@ xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
     std::shared_ptr<Slot> s;
     if (xmc_status st = be::take_slot(inst, v, h, &s); st != XMC_OK) return st;
     const char *what = "";
-    if (ze_result_t r = close_slot(v, lock, *s, &what); r != ZE_RESULT_SUCCESS)
+    if (ze_result_t r = close_slot(v, lock, *s, &what); r != ZE_RESULT_SUCCESS) {
+        v.slots[h] = s;  // still open: a second close finishes
         return be::fail(inst, status_of(r), r, "slot_close",
-                        "slot_close: %s failed with %s (0x%x); the slot is closed, the driver kept that memory", what,
-                        result_name(r), static_cast<unsigned>(r));
+                        "slot_close: %s failed with %s (0x%x); the slot is still open: closing it again finishes",
+                        what, result_name(r), static_cast<unsigned>(r));
+    }
     return XMC_OK;
 }
 
@@ -615,16 +641,23 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
     return XMC_OK;
 }
 
-size_t vmm_close(Instance *in) {
+size_t vmm_close(Instance *in, ze_result_t *failed, const char **what) {
     Vmm &v = *in->vmm;
     std::unique_lock<std::mutex> lock(v.mu);
     size_t closed = 0;  // close_report counts them
+    *failed = ZE_RESULT_SUCCESS;
     while (!v.slots.empty()) {
-        std::shared_ptr<Slot> s = v.slots.begin()->second;
-        v.slots.erase(v.slots.begin());
+        auto it = v.slots.begin();
+        std::shared_ptr<Slot> s = it->second;
+        xmc_slot *const h = it->first;
+        v.slots.erase(it);
+        // A failure keeps that slot (and the rest) for the retry of close.
+        if (ze_result_t r = close_slot(v, lock, *s, what); r != ZE_RESULT_SUCCESS) {
+            v.slots[h] = s;
+            *failed = r;
+            return closed;
+        }
         ++closed;
-        const char *what = "";
-        close_slot(v, lock, *s, &what);  // close has no slot to report on; the driver keeps what it refused
     }
     // Every request has run (each slot's close waited for them): the ones
     // left go once the streams are gone (vmm_release_events).

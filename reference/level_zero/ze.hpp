@@ -154,6 +154,7 @@ struct Callback {
     xmc_host_fn fn = nullptr;
     void *user = nullptr;
     uint64_t seq = 0;  // order on the stream; reclaimed once a synchronize passed it
+    bool finished = false;  // the stream's callback thread is done with it (under the stream's cb_mu)
 };
 
 // A graph (graph.cpp): a regular command list recorded once -- a wait for
@@ -291,7 +292,8 @@ std::shared_ptr<Vmm> vmm_create();
 // The open option vmm_workers=N (1..64; 1 = serial mode, VMM-SERIAL); false if `key` is another.
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st);
 // close, first: waits for the slots' work, closes them, stops the threads.
-size_t vmm_close(Instance *in);  // returns the slots it closed
+// Returns the slots it closed; *failed: a driver failure (what: the call), the rest kept for a retry.
+size_t vmm_close(Instance *in, ze_result_t *failed, const char **what);
 // VMM-UNMAPPED-FAULTS: copy's refusal of bytes in a slot that is not mapped (slot_book.hpp's
 // check_copy_slots over this instance's slots); XMC_OK when no described byte lies in one.
 xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]);
