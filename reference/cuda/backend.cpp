@@ -59,6 +59,7 @@ xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     auto *in = static_cast<Instance *>(inst);
     xmc_close_report report{};
     report.slots = vmm_close(in);  // slots next: their copies and callbacks need the streams
+    nccl_close(in);  // communicators before the streams and contexts they were made on
     // Its streams, events and allocations next. A failed release keeps the
     // instance open with what is left, so that closing again finishes.
     const char *what = "";
