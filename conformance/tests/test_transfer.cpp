@@ -1104,13 +1104,19 @@ constexpr int64_t kNcclSystemError = 2, kNcclInternalError = 3;  // ncclResult_t
                                             "faults and ledger this test reads");                             \
     } while (0)
 
-// With every rank well, an exchange in both directions on every path succeeds within the bound:
-// a round whose send and receive are not posted together (ungrouped NCCL point-to-point, where a
-// send waits for the peer's receive) deadlocks, and the bound can only end it as a failure.
+// With every rank well, an exchange in both directions on every path the ranks do not refuse
+// succeeds within the bound: a round whose send and receive are not posted together (ungrouped
+// NCCL point-to-point, where a send waits for the peer's receive) deadlocks, and the bound can
+// only end it as a failure.
 TEST_P(TransferTest, AFF_NO_HANG_TwoWayExchangeOnEveryPathFinishesWithinTheBound) {
     const std::vector<int> all = labels_of(world().size());
     const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
-    for (xmc_path p : paths_to_test()) {
+    std::vector<xmc_path> paths;
+    if (const xmc_path p = configured_path(); p != XMC_PATH_AUTO) paths.push_back(p);
+    else
+        for (const auto &t : paths_here().trials)
+            if (!t.refused) paths.push_back(t.path);  // taken, or neither (AFF-PATH's failure)
+    for (xmc_path p : paths) {
         RunSpec spec;
         spec.path = p;
         spec.op_timeout_ms = kRefusalOpTimeoutMs;
