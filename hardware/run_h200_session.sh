@@ -10,6 +10,11 @@
 #            gloo, which the GPU machine lacks: B/lib must hold libgloo.so.0 and what it needs
 #            there (libhiredis.so.0.14, libibverbs.so.1, libnl-3.so.200, libnl-route-3.so.200)
 #   pytorch  the PyTorch adapter's tier (hardware/run_pytorch_tier.sh)
+#   nccl     the NCCL path on one GPU: xmc_nccl_probe (a single-rank communicator's local path, and
+#            what NCCL answers two ranks on one GPU), the paths the AFF-* bodies find with NCCL
+#            (ranks as threads), and with mpirun two processes on the GPU forced onto NCCL. NCCL is
+#            XMC_NCCL_LIBRARY, else PyTorch's wheel's (site-packages/nvidia/nccl/lib), else the
+#            toolkit's, else libnccl.so.2 on the loader's path.
 # Usage, from the repository root, with the runner, benchmarks and the cuda and
 # host backends of the gpu-carry preset in B/bin and B/lib:
 #   hardware/run_h200_session.sh B OUT [step...]
@@ -49,6 +54,20 @@ for s in $steps; do
     pytorch)
       step pytorch 420 hardware/run_pytorch_tier.sh "$x" "$w/pytorch"
       tar czf "$out/pytorch.tgz" -C "$w" pytorch ;;
+    nccl)
+      lib=${XMC_NCCL_LIBRARY:-$(python3 -c 'import nvidia.nccl, os; print(os.path.join(list(nvidia.nccl.__path__)[0], "lib", "libnccl.so.2"))' 2>/dev/null)}
+      [ -f "$lib" ] || lib=$(ls /usr/local/cuda/lib*/libnccl.so.2 /usr/local/cuda/targets/*/lib/libnccl.so.2 2>/dev/null | head -n 1)
+      [ -n "$lib" ] || lib=libnccl.so.2
+      echo "== nccl: XMC_NCCL_LIBRARY=$lib"
+      step nccl-probe 120 env -u XMC_CUDA_DRIVER XMC_NCCL_LIBRARY="$lib" "$b/bin/xmc_nccl_probe"
+      step nccl-paths 300 env -u XMC_CUDA_DRIVER XMC_NCCL_LIBRARY="$lib" "$x" run --backend cuda \
+        --gtest_filter='*AFF_PATH_EveryPathIsTakenOrRefusedByEveryRank*:*AFF_NO_HANG_TwoWayExchange*'
+      if command -v mpirun >/dev/null && [ -x "$b/bin/xmc_multirank" ]; then
+        (export XMC_NCCL_LIBRARY="$lib"; step nccl-multirank 300 hardware/run_multirank_gpu.sh nccl mpirun -np 2 \
+          "$b/bin/xmc_multirank" --allow-run-as-root --oversubscribe --bind-to none)
+      else
+        echo "== nccl-multirank: skipped: no mpirun or no $b/bin/xmc_multirank"
+      fi ;;
   esac
 done
 ls -la "$out"

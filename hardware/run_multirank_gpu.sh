@@ -13,5 +13,10 @@ if [ "${gpus:-0}" -lt 1 ]; then
   exit 77
 fi
 unset XMC_CUDA_DRIVER  # the real libcuda.so.1
+# NCCL refuses two ranks on one GPU, and with no IPC path the backend's own choice between two
+# processes is NCCL: a run on another path leaves NCCL out (an NCCL that cannot load is no path).
+if [ "$path" != nccl ]; then export XMC_NCCL_LIBRARY=/nonexistent/libnccl.so.2; fi
 export XMC_TRANSFER_PATH=$path CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
-exec "$mpiexec" "$npflag" "$np" "$@" -x XMC_TRANSFER_PATH -x CUDA_VISIBLE_DEVICES "$bin" --backend cuda
+pass=(-x XMC_TRANSFER_PATH -x CUDA_VISIBLE_DEVICES)
+if [ -n "${XMC_NCCL_LIBRARY:-}" ]; then pass+=(-x XMC_NCCL_LIBRARY); fi
+exec "$mpiexec" "$npflag" "$np" "$@" "${pass[@]}" "$bin" --backend cuda

@@ -15,9 +15,12 @@
 
 #include <xmc/affine.hpp>
 
+#include <dlfcn.h>
+
 #include <rapidcheck.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -1178,6 +1181,150 @@ TEST_P(TransferTest, AFF_PATH_ForcedPathTheRanksCannotTakeIsRefusedByEveryRank) 
             f.push_back(std::string("path XMC_PATH_COUNT_: expected invalid_argument, got ") +
                         xmc_status_string(r.status) + ": " + r.error.message);
     }))) << "a path outside the enum";
+}
+
+// ===================== the NCCL path: errors, refusals, communicators =====================
+
+// The fake NCCL's control API (fakes/nccl/fake_nccl_control.h), when the NCCL this process loaded
+// is the fake that XMC_NCCL_LIBRARY names; null members otherwise.
+struct FakeNcclControl {
+    int (*set_faults)(const char *) = nullptr;
+    uint64_t (*live_comms)() = nullptr;
+};
+FakeNcclControl fake_nccl() {
+    FakeNcclControl f;
+    const char *lib = std::getenv("XMC_NCCL_LIBRARY");
+    if (!lib || !*lib) return f;
+    void *h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);  // the copy the backend loaded, if it did
+    if (!h) return f;
+    f.set_faults = reinterpret_cast<int (*)(const char *)>(dlsym(h, "xmc_fake_nccl_set_faults"));
+    f.live_comms = reinterpret_cast<uint64_t (*)()>(dlsym(h, "xmc_fake_nccl_live_comms"));
+    dlclose(h);  // (the backend's reference keeps it loaded)
+    if (!f.set_faults || !f.live_comms) f = FakeNcclControl{};
+    return f;
+}
+constexpr int64_t kNcclSystemError = 2, kNcclInternalError = 3;  // ncclResult_t (nccl.h)
+
+// Skips unless NCCL is a path taken here and the NCCL loaded is the fake, whose faults and ledger
+// the NCCL tests use.
+#define XMC_NEEDS_FAKE_NCCL(fake)                                                                            \
+    do {                                                                                                     \
+        const PathsHere &h_ = paths_here();                                                                  \
+        if (std::find(h_.taken.begin(), h_.taken.end(), XMC_PATH_NCCL) == h_.taken.end())                    \
+            XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' takes no NCCL path over "           \
+                                                        << world().name());                                   \
+        fake = fake_nccl();                                                                                  \
+        if (!fake.set_faults)                                                                                \
+            XMC_SKIP(SkipKind::Unsupported, "the NCCL loaded is not the fake NCCL (XMC_NCCL_LIBRARY), whose "   \
+                                            "faults and ledger this test reads");                             \
+    } while (0)
+
+// With every rank well, an exchange in both directions on every path the ranks do not refuse
+// cleanly succeeds, or is refused (then AFF-PATH's business), never ends in the bound: a round
+// whose send and receive are not posted together (ungrouped NCCL point-to-point, where a send
+// waits for the peer's receive) deadlocks, and the bound can only end it as a failure.
+TEST_P(TransferTest, AFF_NO_HANG_TwoWayExchangeOnEveryPathFinishesWithinTheBound) {
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
+    std::vector<xmc_path> paths;
+    if (const xmc_path p = configured_path(); p != XMC_PATH_AUTO) paths.push_back(p);
+    else
+        for (const auto &t : paths_here().trials)
+            if (!t.refused) paths.push_back(t.path);  // taken, or neither (AFF-PATH's failure)
+    for (xmc_path p : paths) {
+        RunSpec spec;
+        spec.path = p;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            if (r.status != XMC_ERR_REFUSED) status_ok(r, f);
+        }))) << "path " << path_str(p);
+    }
+}
+
+// One rank's ncclSend fails (the fake's fault script, on that rank only): every rank fails within
+// the bound, each with NCCL's code as its native code (the failing rank's own, the others' from
+// its completion vote).
+TEST_P(TransferTest, AFF_NO_HANG_NcclErrorOnOneRankReachesEveryRankWithItsCode) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    // Installed before the rank calls; its peers cannot reach a send before it joins the agreement.
+    spec.tweak = [&](const RankEnv &env, Side &, Side &, xmc_transfer_args &, xmc_group &) {
+        if (env.world_rank == kBadRank) fake.set_faults("fail:ncclSend:ncclSystemError@2");
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        if (env.world_rank == kBadRank) fake.set_faults(nullptr);
+        if (r.status == XMC_OK) return f.push_back("succeeded, though an ncclSend failed");
+        if (r.error.native_code != kNcclSystemError)
+            f.push_back(std::string(xmc_status_string(r.status)) + " with native code " +
+                        std::to_string(r.error.native_code) + ", not ncclSystemError (2): " + r.error.message);
+        if (r.ms > no_hang_bound_ms())
+            f.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                        std::to_string(no_hang_bound_ms()) + " ms");
+    })));
+}
+
+// One rank cannot make the group's NCCL communicator (its ncclCommInitRank fails): it happens
+// before any write, so every rank refuses with NCCL's code, and the targets stay poisoned. A fresh
+// instance, so that no communicator is held already.
+TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_NcclCommunicatorOneRankCannotJoin) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    xmc_open_params params{sizeof(xmc_open_params), nullptr};
+    xmc_instance *fresh = nullptr;
+    ASSERT_EQ(api->open(&params, &fresh), XMC_OK);
+    const Case c = mixed_case();
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    spec.tweak = [&](const RankEnv &env, Side &, Side &, xmc_transfer_args &, xmc_group &) {
+        if (env.world_rank == kBadRank)
+            fake.set_faults("fail:ncclCommInitRankConfig:ncclInternalError@1; fail:ncclCommInitRank:ncclInternalError@1");
+    };
+    const Failures f = run_on(api, fresh, c, spec, [&](const RankEnv &env, const RankResult &r, Failures &out) {
+        if (env.world_rank == kBadRank) fake.set_faults(nullptr);
+        refused_untouched(r, out);
+        if (r.error.native_code != kNcclInternalError)
+            out.push_back("native code " + std::to_string(r.error.native_code) + ", not ncclInternalError (3): " +
+                          r.error.message);
+    });
+    EXPECT_EQ(api->close(fresh), XMC_OK);
+    EXPECT_TRUE(all_ranks_passed(f));
+}
+
+// The NCCL path's communicators belong to the instance: made by its first NCCL transfer, used
+// again by the next, and destroyed when it closes (the fake NCCL's ledger is back where it was).
+TEST_P(TransferTest, AFF_PATH_NcclCommunicatorsGoWithTheInstance) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    const uint64_t before = fake.live_comms();
+    xmc_open_params params{sizeof(xmc_open_params), nullptr};
+    xmc_instance *fresh = nullptr;
+    ASSERT_EQ(api->open(&params, &fresh), XMC_OK);
+    const Case c = mixed_case();
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    uint64_t during = 0;
+    for (int k = 0; k < 2; ++k) {
+        EXPECT_TRUE(all_ranks_passed(run_on(api, fresh, c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+        }))) << "transfer " << k;
+        if (k == 0) {
+            during = fake.live_comms();
+        } else {
+            EXPECT_EQ(fake.live_comms(), during) << "a second transfer of the group made another communicator";
+        }
+    }
+    EXPECT_GT(during, before) << "no communicator was made";
+    EXPECT_EQ(api->close(fresh), XMC_OK);
+    EXPECT_EQ(fake.live_comms(), before) << "closing the instance left " << fake.live_comms() - before
+                                         << " NCCL communicators alive";
 }
 
 // ===================== AFF-LAYOUT =====================

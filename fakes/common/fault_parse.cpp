@@ -50,7 +50,8 @@ bool parse_number(std::string_view s, uint64_t max, uint64_t* out) {
         if (c >= '0' && c <= '9') d = static_cast<uint64_t>(c - '0');
         if (base == 16 && c >= 'a' && c <= 'f') d = static_cast<uint64_t>(c - 'a' + 10);
         if (base == 16 && c >= 'A' && c <= 'F') d = static_cast<uint64_t>(c - 'A' + 10);
-        if (d >= base || v > (max - d) / base) return false;
+        // (d > max first: max - d must not wrap, as it did for the NCCL fake's max of 7)
+        if (d >= base || d > max || v > (max - d) / base) return false;
         v = v * base + d;
     }
     *out = v;

@@ -686,6 +686,23 @@ xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t ta
     return s;
 }
 
+xmc_status exchange_rounds_with(const xmc_transfer_args &a, Work &w, int p, xmc_transfer_stats &st, Stager &sg,
+                                Rounds &r) {
+    Direction out(a, w, p, 0, st, sg, false), in(a, w, p, 0, st, sg, true);
+    xmc_status s = XMC_OK;
+    while (s == XMC_OK && !(out.done() && in.done())) {
+        const size_t n_out = out.done() ? 0 : out.next_chunk(), n_in = in.done() ? 0 : in.next_chunk();
+        if (n_out) s = out.pack();
+        char *to = n_in ? in.recv_at() : nullptr;
+        if (s == XMC_OK) s = r.round(p, n_out ? out.ready : nullptr, n_out, to, n_in);
+        if (s != XMC_OK) break;
+        if (n_out) out.account(n_out);
+        if (n_in) in.received();
+        s = in.unpack();
+    }
+    return s;
+}
+
 // AFF-AGREE: plan, element size, budget and group: ranks differing in any of them all refuse.
 uint64_t transfer_digest(const xmc_transfer_args &a) {
     Fnv f;
@@ -880,6 +897,14 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         if (backend_failed)
             return be::fail(inst, s, own.native_code, kCall, "%s: rank %d: moving data failed: %.300s", kCall,
                             my_label, own.message);
+        // AFF-NO-HANG: a rank that timed out waiting for a peer whose own call failed (an NCCL
+        // peer cannot tell it) reports that failure, with the peer's native code.
+        if (s != XMC_OK && gs == XMC_OK)
+            for (const TransferVote &v : votes)
+                if (v.refused && v.native != 0 && v.label != my_label)
+                    return be::fail(inst, XMC_ERR_PEER_FAILED, v.native, kCall,
+                                    "%s: rank %d: moving data failed (%s) because rank %d failed: %.156s", kCall,
+                                    my_label, xmc_status_string(s), v.label, v.reason);
         if (s != XMC_OK)
             return be::fail(inst, s, 0, kCall, "%s: rank %d: moving data over transport '%s' failed: %s", kCall,
                             my_label, tp_name, xmc_status_string(s));

@@ -226,6 +226,33 @@ xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_
 // One pair's part of exchange(): this rank and peer position p.
 xmc_status exchange_with(const xmc_transfer_args &a, Work &w, int p, uint64_t tag, xmc_transfer_stats &st,
                          Stager &sg);
+class Rounds;
+// One pair's part of exchange_rounds().
+xmc_status exchange_rounds_with(const xmc_transfer_args &a, Work &w, int p, xmc_transfer_stats &st, Stager &sg,
+                                Rounds &r);
+
+// The same schedule over a library that posts a round's two directions together (NCCL's grouped
+// send and receive) instead of the group's transport: in each round of a pair, each end packs its
+// next chunk, then round() sends it and receives the peer's next chunk at once, then it unpacks.
+// Chunks, rounds and statistics are exchange()'s.
+class Rounds {
+public:
+    virtual ~Rounds() = default;
+    // Sends `out_bytes` from `out` to position p and receives `in_bytes` from it into `in` (either
+    // may be 0), and returns once both are done (the received bytes are in `in`).
+    virtual xmc_status round(int p, const char *out, size_t out_bytes, char *in, size_t in_bytes) = 0;
+};
+template <class Staged>
+xmc_status exchange_rounds(const xmc_transfer_args &a, Work &w, xmc_transfer_stats &st, Stager &sg, Rounds &r,
+                           Staged &&staged) {
+    const int n = a.group->size, me = w.me;
+    for (int k = 0; k < n; ++k) {
+        const int p = ((k - me) % n + n) % n;
+        if (p == me || !staged(p)) continue;
+        if (xmc_status s = exchange_rounds_with(a, w, p, st, sg, r); s != XMC_OK) return s;
+    }
+    return XMC_OK;
+}
 
 template <class Staged>
 xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st, Stager &sg,

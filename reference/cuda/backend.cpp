@@ -65,6 +65,7 @@ xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
     CUresult failed = CUDA_SUCCESS;
     report.slots = vmm_close(in, &failed, &what);
     if (failed != CUDA_SUCCESS) return driver_fail(inst, failed, "close", what);
+    nccl_close(in);  // communicators before the streams and contexts they were made on
     if (CUresult r = in->release_all(&what); r != CUDA_SUCCESS) return driver_fail(inst, r, "close", what);
     Driver &d = Driver::get();
     bool last = false;

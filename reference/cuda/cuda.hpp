@@ -18,6 +18,11 @@
 #include <string>
 #include <vector>
 
+namespace xmc::transfer {
+struct Work;  // transfer_protocol.hpp
+class Stager;
+} // namespace xmc::transfer
+
 namespace xmc::cuda {
 
 // X(name) for every entry point, by group. A group whose entry points are all
@@ -166,6 +171,7 @@ struct DevAlloc {
 
 struct Vmm;    // vmm.cpp
 struct Graph;  // graph.cpp
+struct NcclComms;  // transfer_nccl.cpp
 
 // Streams, events and device allocations belong to the instance that made
 // them and go with it; registrations and pinned blocks are process-wide.
@@ -181,6 +187,7 @@ struct Instance : xmc_instance {
     std::map<uintptr_t, DevAlloc> dev_allocs;
     std::shared_ptr<Vmm> vmm;  // slots, requests and their threads (vmm.cpp)
     std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;  // graph.cpp
+    std::shared_ptr<NcclComms> nccl;  // the NCCL path's communicators, one per group (transfer_nccl.cpp)
 };
 
 void fill_table(xmc_backend &table);
@@ -224,6 +231,25 @@ size_t vmm_close(Instance *in, CUresult *failed, const char **what);
 // on `s` (they would be captured into the graph instead of reloading the slot); otherwise runs
 // `begin` under the slots' lock, so that no such remap is submitted meanwhile.
 xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin);
+
+// transfer_nccl.cpp: the NCCL path of transfer_execute (transfer.cpp).
+// Why this rank cannot take path NCCL ("" when it can: NCCL loaded, nccl.hpp).
+std::string nccl_unavailable();
+// Whether any rank takes NCCL to any peer in the call's path table (then every rank joins the group's
+// communicator).
+bool nccl_anywhere(const transfer::Work &w);
+// The group's communicator for a call, held or made with every rank, before any write: where a
+// rank could not join, every rank refuses (XMC_ERR_REFUSED, NCCL's code as native code).
+struct NcclLink {
+    void *comm = nullptr;       // ncclComm_t
+    std::vector<int64_t> key;   // the instance's cache key
+};
+xmc_status nccl_join(xmc_instance *inst, const xmc_transfer_args &a, int32_t device, NcclLink *link);
+// The NCCL peers' part of a call, through `sg`'s arenas (the device's), on `stream`.
+xmc_status nccl_move(xmc_instance *inst, const xmc_transfer_args &a, transfer::Work &w, xmc_transfer_stats &st,
+                     transfer::Stager &sg, const NcclLink &link, CUstream stream);
+// close: destroys the instance's communicators.
+void nccl_close(Instance *in);
 
 // graph.cpp
 // GRAPH-CAPTURE, VMM-GRAPH-ORDER: `call` on a capturing stream, refused before the driver sees it

@@ -23,7 +23,10 @@
 //  - Path staged (peers in other processes, or any peer when the caller forces it): through
 //    pinned host memory (pin_alloc), at most min(budget, bytes) per peer direction, over the
 //    transport's send and recv, in the shared schedule (transfer::exchange). Correct, and as fast
-//    as the transport. NCCL is not implemented yet: forcing it is refused by every rank.
+//    as the transport.
+//  - Path NCCL (where NCCL loads: nccl.hpp; AUTO takes it between nodes): the same schedule
+//    through device staging (cuMemAlloc, min(budget, bytes) per peer direction), each round a
+//    grouped ncclSend/ncclRecv on the call's stream (transfer_nccl.cpp), after the staged peers.
 // Before the agreement each rank waits for its stream, so every source is ready when the first
 // pull starts. Each rank waits for its stream again before the completion vote, and the vote is a
 // barrier: no rank returns while another still reads its source. A rank whose copies failed still
@@ -33,7 +36,7 @@
 // peer segments this rank's source gave and its target took (pulled or staged);
 // bytes_copied_locally, local segments; chunks, the pieces moved (a local or pulled segment is one
 // piece, on the rank that copies it; staged pieces as on the host); rounds and staging_peak,
-// staged messages only (direct pulls stage nothing).
+// staged and NCCL messages only (direct pulls stage nothing).
 #include "cuda.hpp"
 #include "transfer_ipc.hpp"
 #include "transfer_protocol.hpp"
@@ -80,6 +83,10 @@ public:
     // What move() could not release (its failure reported there) gets a second try here.
     ~CudaExecutor() override {
         if (side_) d_.cuStreamDestroy(side_);
+        if (dev_arena_) {
+            CtxScope scope(d_, stream_.ctx);
+            d_.cuMemFree(reinterpret_cast<CUdeviceptr>(dev_arena_));
+        }
         if (arena_) pin_free(inst_, arena_);
         if (own_stream_) stream_destroy(inst_, own_stream_);
     }
@@ -95,14 +102,14 @@ public:
     }
 
     // AFF-PATH: direct pulls (peers in this address space), IPC pulls (where this rank's memory
-    // can be shared) and staging over the transport. NCCL is not implemented by this backend
-    // yet: a request forcing it is refused.
+    // can be shared), staging over the transport, and NCCL where it loads.
     uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_]) override {
         uint32_t can = transfer::path_bit(XMC_PATH_DIRECT) | transfer::path_bit(XMC_PATH_STAGED);
         CtxScope scope(d_, stream_.ctx);  // pointer queries in the call's context
         why_not[XMC_PATH_IPC] = ipc_.why_not(a);
         if (why_not[XMC_PATH_IPC].empty()) can |= transfer::path_bit(XMC_PATH_IPC);
-        why_not[XMC_PATH_NCCL] = "the CUDA backend does not implement NCCL transfers yet";
+        if (std::string why = nccl_unavailable(); why.empty()) can |= transfer::path_bit(XMC_PATH_NCCL);
+        else why_not[XMC_PATH_NCCL] = why;
         return can;
     }
 
@@ -165,18 +172,25 @@ public:
             if (xmc_status ps = pin_free(inst_, arena_); ps == XMC_OK) arena_ = nullptr;
             else if (s == XMC_OK) s = ps;  // pin_free's own detail and code
         }
+        if (dev_arena_) {  // NCCL's staging, the same way
+            if (CUresult rd = d_.cuMemFree(reinterpret_cast<CUdeviceptr>(dev_arena_)); rd == CUDA_SUCCESS)
+                dev_arena_ = nullptr;
+            else if (s == XMC_OK)
+                s = fail(rd, "cuMemFree");
+        }
         return s;
     }
 
-    // ---- staging (peers in other processes) ----
-    char *arena(bool incoming) override { return arena_ + (incoming ? chunk_ : 0); }
+    // ---- staging (peers in other processes; device staging for NCCL peers) ----
+    char *arena(bool incoming) override {
+        return nccl_ ? dev_arena_ + (incoming ? dev_chunk_ : 0) : arena_ + (incoming ? chunk_ : 0);
+    }
     xmc_status pack(char *to, int64_t first, size_t bytes) override {
-        return copy_1d(Mem{to, false, 0, nullptr}, src_, src_.ptr + first, to, bytes);
+        return copy_1d(staging(to), src_, src_.ptr + first, to, bytes);
     }
     xmc_status packed() override { return sync(); }
     xmc_status unpack(int64_t first, const char *from, size_t bytes) override {
-        return copy_1d(tgt_, Mem{const_cast<char *>(from), false, 0, nullptr}, const_cast<char *>(from),
-                       tgt_.ptr + first, bytes);
+        return copy_1d(tgt_, staging(const_cast<char *>(from)), const_cast<char *>(from), tgt_.ptr + first, bytes);
     }
     xmc_status unpacked() override { return sync(); }
 
@@ -192,6 +206,10 @@ private:
         const CUresult r = d_.cuStreamSynchronize(s);
         if (r != CUDA_SUCCESS) d_.cuStreamSynchronize(s);
         return r;
+    }
+    // The staging arenas' memory: pinned host memory, or the stream's device memory for NCCL.
+    Mem staging(char *p) const {
+        return nccl_ ? Mem{p, true, stream_.device, stream_.ctx} : Mem{p, false, 0, nullptr};
     }
     xmc_status sync() {
         const CUresult r = d_.cuStreamSynchronize(stream_.stream);
@@ -373,6 +391,12 @@ private:
         // Path IPC: sources shared and opened first too (every rank takes part in its exchange).
         if (xmc_status s = ipc_.open(a, w, call_tag, d_.devices[size_t(stream_.device)].dev); s != XMC_OK) return s;
 
+        // AFF-REFUSE-BEFORE-WRITE: the group's NCCL communicator before any write, so that a rank
+        // that cannot join it makes every rank refuse with nothing written.
+        NcclLink link;
+        if (nccl_anywhere(w))
+            if (xmc_status s = nccl_join(inst_, a, stream_.device, &link); s != XMC_OK) return s;
+
         // Local segments. When this rank also pulls from peers, they go on a second stream, so
         // that the device's own copies overlap the pulls (HBM and NVLink are separate paths);
         // move() waits for both streams.
@@ -438,8 +462,26 @@ private:
             arena_ = static_cast<char *>(pr.base);
             chunk_ = size_t(chunk);
         }
-        return transfer::exchange(a, w, call_tag, st, *this,
-                                  [&](int p) { return w.path[size_t(p)] == XMC_PATH_STAGED; });
+        xmc_status s = transfer::exchange(a, w, call_tag, st, *this,
+                                          [&](int p) { return w.path[size_t(p)] == XMC_PATH_STAGED; });
+        if (s != XMC_OK || !nccl_anywhere(w)) return s;
+        // NCCL peers: device staging of min(budget, bytes) per direction (AFF-STAGING); every rank
+        // joins the group's communicator, also one with no NCCL peer of its own.
+        uint64_t nchunk = 0;
+        for (int p = 0; p < g.size; ++p)
+            if (p != w.me && w.path[size_t(p)] == XMC_PATH_NCCL)
+                nchunk = std::max({nchunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
+                                   std::min(a.staging_budget, w.in_bytes[size_t(p)])});
+        if (nchunk > 0) {
+            CUdeviceptr dev = 0;
+            if (CUresult r = d_.cuMemAlloc(&dev, size_t(2 * nchunk)); r != CUDA_SUCCESS) return fail(r, "cuMemAlloc");
+            dev_arena_ = reinterpret_cast<char *>(dev);
+            dev_chunk_ = size_t(nchunk);
+        }
+        nccl_ = true;
+        s = nccl_move(inst_, a, w, st, *this, link, stream_.stream);
+        nccl_ = false;
+        return s;
     }
 
     // The stream the copies go on now: the call's, or the second one for local copies.
@@ -455,6 +497,9 @@ private:
     xmc_stream *own_stream_ = nullptr;
     char *arena_ = nullptr;  // the sending arena, then the receiving one, chunk_ bytes each
     size_t chunk_ = 0;
+    char *dev_arena_ = nullptr;  // the same for NCCL peers, in the stream's device memory
+    size_t dev_chunk_ = 0;
+    bool nccl_ = false;  // the exchange in progress is NCCL's: arena() and staging() are the device's
 };
 
 } // namespace
