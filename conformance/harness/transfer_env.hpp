@@ -548,7 +548,9 @@ public:
             if (spec.tweak_layouts) spec.tweak_layouts(env, layouts);
             RankResult r;
             r.path = spec.path_of ? spec.path_of(env) : spec.path >= 0 ? spec.path : path_;
-            r.paths.assign(env.labels.size(), xmc_path(-1));  // -1: never written by the backend
+            // XMC_PATH_COUNT_: never written by the backend (a value outside the enum would be
+            // undefined behaviour to load: UBSan stopped every transfer test on it)
+            r.paths.assign(env.labels.size(), XMC_PATH_COUNT_);
             xmc_transfer_args args{};
             args.struct_size = sizeof args;
             args.plan = xmc_plan_view{segs.data(), segs.size(), rc.plan.digest};
