@@ -1467,31 +1467,37 @@ TEST_P(TransferTest, AFF_RESULT_PeerThatNeverSendsIsAnErrorNeverASuccess) {
     })));
 }
 
-// Every rank frees (or overwrites) its source as soon as its own call returns: a rank returns only
-// once every byte it sent has arrived, so what the others received is still exact. Over the fake
-// driver every device copy is held back 50 ms, so a reader that reports success before its copies
-// ran is caught.
-TEST_P(TransferTest, AFF_RESULT_SourcesFreedOnReturnLeaveTargetsExact) {
+// Case c on every path, each rank freeing (or overwriting) its source as soon as its own call
+// returns, every device copy held back 50 ms over the fake driver: every target must be exact.
+void expect_exact_with_sources_freed_on_return(TransferTest &t, const xmc_backend *api, xmc_instance *inst,
+                                               const Case &c) {
     std::string why;
     const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
     const char *slow = "exec_delay:cuMemcpyAsync:50ms; exec_delay:cuMemcpy2DAsync:50ms; "
                        "exec_delay:cuMemcpy3DAsync:50ms; exec_delay:cuMemcpyPeerAsync:50ms; "
                        "exec_delay:cuMemcpy3DPeerAsync:50ms";
-    const Case c = mixed_case(4096);
-    for (xmc_path p : paths_to_test()) {
+    for (xmc_path p : t.paths_to_test()) {
         RunSpec spec;
         spec.path = p;
         spec.freed_on_return = true;
         if (dc) {
             ASSERT_EQ(dc->set_faults(slow), 0) << "the fake refused the delay script";
         }
-        const Failures f = run(c, spec, [](const RankEnv &, const RankResult &r, Failures &out) {
+        const Failures f = t.run(c, spec, [](const RankEnv &, const RankResult &r, Failures &out) {
             status_ok(r, out);
             arrived(r, out);
         });
         if (dc) dc->set_faults(nullptr);
-        EXPECT_TRUE(all_ranks_passed(f)) << "path " << path_str(p);
+        EXPECT_TRUE(all_ranks_passed(f)) << "path " << TransferTest::path_str(p);
     }
+}
+
+// Every rank frees (or overwrites) its source as soon as its own call returns: a rank returns only
+// once every byte it sent has arrived, so what the others received is still exact. Over the fake
+// driver every device copy is held back 50 ms, so a reader that reports success before its copies
+// ran is caught.
+TEST_P(TransferTest, AFF_RESULT_SourcesFreedOnReturnLeaveTargetsExact) {
+    expect_exact_with_sources_freed_on_return(*this, api, inst, mixed_case(4096));
 }
 
 // World rank 0 sends, world rank 1 receives, nothing else: the sender has nothing to read and
@@ -1499,30 +1505,12 @@ TEST_P(TransferTest, AFF_RESULT_SourcesFreedOnReturnLeaveTargetsExact) {
 // vote must mean that it is done reading (over the fake driver every device copy is held back
 // 50 ms): a source freed while its reader still pulls from it leaves zeros in the target.
 TEST_P(TransferTest, AFF_RESULT_OneWaySourceFreedOnReturnLeavesTargetExact) {
-    std::string why;
-    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
-    const char *slow = "exec_delay:cuMemcpyAsync:50ms; exec_delay:cuMemcpy2DAsync:50ms; "
-                       "exec_delay:cuMemcpy3DAsync:50ms; exec_delay:cuMemcpyPeerAsync:50ms; "
-                       "exec_delay:cuMemcpy3DPeerAsync:50ms";
     const int w = world().size();
     std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
     on_first[0] = on_second[1] = 1024;  // 8 KiB in chunks of 2 KiB when staged
     const Case c = make_case(aff::split_sizes({1024, 2}, 0, on_first, labels_of(w)),
                              aff::split_sizes({1024, 2}, 0, on_second, labels_of(w)), 4, 2048);
-    for (xmc_path p : paths_to_test()) {
-        RunSpec spec;
-        spec.path = p;
-        spec.freed_on_return = true;
-        if (dc) {
-            ASSERT_EQ(dc->set_faults(slow), 0) << "the fake refused the delay script";
-        }
-        const Failures f = run(c, spec, [](const RankEnv &, const RankResult &r, Failures &out) {
-            status_ok(r, out);
-            arrived(r, out);
-        });
-        if (dc) dc->set_faults(nullptr);
-        EXPECT_TRUE(all_ranks_passed(f)) << "path " << path_str(p);
-    }
+    expect_exact_with_sources_freed_on_return(*this, api, inst, c);
 }
 
 // ===================== the fault sweep of transfers (AFF-NO-HANG) =====================
