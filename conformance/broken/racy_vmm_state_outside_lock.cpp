@@ -1,14 +1,16 @@
 // xmc-selftest: fails VMM-STATE
 // xmc-selftest: filter VMM-STATE
 // xmc-selftest: sanitize thread
-// xmc-selftest: timeout 60
+// xmc-selftest: timeout 15
 // xmc-selftest: env RC_PARAMS=max_success=20
-// xmc-selftest: ctest-timeout 240
+// xmc-selftest: ctest-timeout 120
 // Bug (race): a release or remap checks the slots' states under the book's lock,
 // lets the lock go, and changes the states (and records the request's handle)
 // without it. Two callers releasing one mapped slot at once both pass the check and
 // both are accepted: the slot gets two releases (VMM-STATE: the second is busy), and
 // the unlocked change races every other caller's and worker's use of the book.
+// After a failed check the doubled release leaves a request no worker ever finishes, so the
+// run then hangs until qualify's limit: a short limit (15 s) fails it as surely and sooner.
 #include "broken.hpp"
 #include "vmm_steps.hpp"
 
