@@ -252,6 +252,8 @@ struct Side {
     xmc_shard_buffer buf{};  // ptr NULL when the rank holds no shard on this side
     Memory mem;
     void *dev = nullptr;  // the device storage, when put on a device
+    xmc_slot *slot = nullptr;  // the slot holding the storage instead (put_in_slot)
+    void *slot_addr = nullptr;
 
     Side() = default;
     Side(const Side &) = delete;
@@ -260,9 +262,9 @@ struct Side {
     Side &operator=(Side &&o) noexcept {
         if (this != &o) {
             release();
-            store = std::move(o.store), buf = o.buf, mem = o.mem, dev = o.dev;
-            o.dev = nullptr;
-            if (!dev && buf.ptr) buf.ptr = store.data();
+            store = std::move(o.store), buf = o.buf, mem = o.mem, dev = o.dev, slot = o.slot, slot_addr = o.slot_addr;
+            o.dev = nullptr, o.slot = nullptr, o.slot_addr = nullptr;
+            if (!dev && !slot && buf.ptr) buf.ptr = store.data();
         }
         return *this;
     }
@@ -271,6 +273,8 @@ struct Side {
     void release() {
         if (dev) mem.api->dev_free(mem.inst, dev);
         dev = nullptr;
+        if (slot) mem.api->slot_close(mem.inst, slot);  // unmaps it (VMM-CLOSE)
+        slot = nullptr, slot_addr = nullptr;
     }
     // Moves the storage to `m` (device memory: allocated and filled from the image).
     void put(const Memory &m) {
@@ -288,9 +292,31 @@ struct Side {
         buf.kind = XMC_MEM_DEVICE;
         buf.device = m.ordinal;
     }
+    // Moves the storage into a new slot of m's device (VMM memory, not dev_alloc's; a new slot
+    // is mapped), filled from the image. A device backend with slots only (has_slots).
+    void put_in_slot(const Memory &m) {
+        release();
+        mem = m;
+        if (!buf.ptr) return;
+        xmc_slot_info info{};
+        if (m.api->slot_create(m.inst, m.ordinal, store.size(), &slot, &info) != XMC_OK) {
+            xmc_error_info e{};
+            m.api->last_error(m.inst, &e);
+            slot = nullptr;
+            throw std::runtime_error("test setup: slot_create of " + std::to_string(store.size()) + " B failed: " +
+                                     e.message);
+        }
+        slot_addr = info.address;
+        copy_1d(store.data(), XMC_MEM_HOST, slot_addr, XMC_MEM_DEVICE);
+        buf.ptr = slot_addr;
+        buf.kind = XMC_MEM_DEVICE;
+        buf.device = m.ordinal;
+    }
+    static bool has_slots(const Memory &m) { return m.device && (m.api->capabilities & XMC_CAP_VMM); }
     // The image again from the device storage (nothing to do in host memory).
     void fetch() {
         if (dev) copy_1d(dev, XMC_MEM_DEVICE, store.data(), XMC_MEM_HOST);
+        if (slot_addr) copy_1d(slot_addr, XMC_MEM_DEVICE, store.data(), XMC_MEM_HOST);
     }
     // Grows the storage to `bytes`, the new bytes poisoned, where it lives.
     void grow(size_t bytes) {
@@ -411,6 +437,9 @@ struct RunSpec {
     uint32_t delay_ms = 0;
     // Each rank frees its device source (host memory: poisons it) as soon as its own call returns.
     bool freed_on_return = false;
+    // Each rank's source lives in a slot of its device (Side::put_in_slot): VMM memory, which a
+    // peer on path IPC imports by a file descriptor of its physical memory, not a legacy handle.
+    bool source_in_slot = false;
     uint32_t op_timeout_ms = 10000;
     uint32_t deadline_ms = 60000;
 };
@@ -522,7 +551,8 @@ public:
             }
             Side src = make_side(rc.source, me, rc.src_layout, rc.elem, &src_shard);
             Side tgt = make_side(rc.target, me, rc.tgt_layout, rc.elem, nullptr);
-            src.put(mem);
+            if (spec.source_in_slot) src.put_in_slot(mem);
+            else src.put(mem);
             tgt.put(mem);
 
             // The world's transport, maybe delaying and reordering, then recorded, maybe faulty:

@@ -1113,6 +1113,28 @@ TEST_P(TransferTest, AFF_PATH_EachPathTakenMovesTheDataAsReported) {
     }))) << "the backend's own choice";
 }
 
+// Sources in slots (VMM memory rather than dev_alloc's), on each path taken here: exact targets
+// and the path reported. On path IPC a slot has no legacy handle: its readers import it by a file
+// descriptor of its physical memory (an executor that only knows cuIpcGetMemHandle fails here).
+TEST_P(TransferTest, AFF_PATH_SourcesInSlotsMoveExactlyOnEveryPath) {
+    Memory probe{api, inst};
+    probe.device = uses_device_buffers(api, inst);
+    if (!Side::has_slots(probe))
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' gives its transfers no device slots (it needs "
+                                                   << "device buffers and the vmm capability)");
+    const Case c = mixed_case(24);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.source_in_slot = true;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+            paths_reported(env, r, f);
+        }))) << "path " << path_str(p) << ", sources in slots";
+    }
+}
+
 // Random cases, every path: each peer the plan exchanges data with gets a path, the others none.
 TEST_P(TransferTest, AFF_PATH_RandomCasesReportAPathForEveryPeerWithData) {
     check_property([] { return gen_case(1, world().size()); },

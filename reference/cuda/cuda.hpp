@@ -30,7 +30,7 @@ namespace xmc::cuda {
 // XMC_ERR_UNSUPPORTED naming it (REG-UNAVAILABLE), never a crash.
 #define XMC_CU_CORE(X)                                                                              \
     X(cuInit) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetName) X(cuDeviceGetUuid)              \
-    X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) \
+    X(cuDeviceTotalMem) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxPushCurrent) \
     X(cuCtxPopCurrent)
 #define XMC_CU_REGISTER(X) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemHostGetDevicePointer)
 #define XMC_CU_STREAM(X)                                                                            \
@@ -68,6 +68,7 @@ struct Device {
     CUuuid uuid{};
     char name[128] = {};
     size_t total = 0;
+    bool posix_fd = false;    // VMM memory can be made exportable as a POSIX fd (slots shared over IPC)
     CUcontext ctx = nullptr;  // primary context, retained while any instance or registration needs it
 };
 

@@ -87,6 +87,10 @@ void load(Driver &d) {
             d.why = "describing device " + std::to_string(i) + " failed with " + d.result_name(r);
             return;
         }
+        // A device that cannot say is taken not to export (its slots are then shared by no IPC).
+        int fd_ok = 0;
+        dev.posix_fd = d.cuDeviceGetAttribute(&fd_ok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                              dev.dev) == CUDA_SUCCESS && fd_ok != 0;
         d.devices.push_back(dev);
     }
     d.usable = true;

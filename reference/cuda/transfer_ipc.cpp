@@ -155,7 +155,7 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
     Info mine{};
     mine.magic = kMagic;
     mine.index = w.me;
-    std::string why;
+    std::string why, call;  // call: the driver call that failed, for the local error (with its code)
     CUresult native = CUDA_SUCCESS;
     if (reads) {  // before the gather: a peer sends its descriptor only after it
         socklen_t len = 0;
@@ -172,7 +172,10 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
             mine.kind = s.kind, mine.offset = ptr - s.start, mine.size = s.size, mine.source = a.source;
             if (s.kind == kLegacy) {
                 native = d_.cuIpcGetMemHandle(&mine.handle, ptr);
-                if (native != CUDA_SUCCESS) why = "cuIpcGetMemHandle of its source failed with " + std::string(d_.result_name(native));
+                if (native != CUDA_SUCCESS) {
+                    call = "cuIpcGetMemHandle of its source";
+                    why = call + " failed with " + d_.result_name(native);
+                }
             } else {
                 CUmemGenericAllocationHandle h = 0;
                 native = d_.cuMemRetainAllocationHandle(&h, a.source.ptr);
@@ -181,8 +184,10 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
                     d_.cuMemRelease(h);  // the retain only; the source's owner holds the handle
                     if (native != CUDA_SUCCESS) exported_ = -1;
                 }
-                if (native != CUDA_SUCCESS)
-                    why = "exporting its source as a POSIX file descriptor failed with " + std::string(d_.result_name(native));
+                if (native != CUDA_SUCCESS) {
+                    call = "exporting its source as a POSIX file descriptor";
+                    why = call + " failed with " + d_.result_name(native);
+                }
             }
         }
     }
@@ -197,7 +202,7 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
         return be::fail(inst_, s, 0, kCall, "%s: rank %d: exchanging IPC handles over transport '%s' failed: %s", kCall,
                         my_label, tp.name ? tp.name : "?", xmc_status_string(s));
     if (mine.failed) {
-        if (native != CUDA_SUCCESS) return fail(native, why);
+        if (native != CUDA_SUCCESS) return fail(native, call);  // fail() names the driver's code
         return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall, "%s: rank %d: %s", kCall, my_label, why.c_str());
     }
     for (int p = 0; p < g.size; ++p)

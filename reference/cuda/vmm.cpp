@@ -133,7 +133,11 @@ CUmemAllocationProp device_prop(int32_t device) {
     std::memset(&p, 0, sizeof p);
     p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
     p.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    p.location.id = Driver::get().devices[static_cast<size_t>(device)].dev;
+    const Device &d = Driver::get().devices[static_cast<size_t>(device)];
+    p.location.id = d.dev;
+    // Exportable as a POSIX fd where the device can: a transfer whose source is a slot shares it
+    // with a peer process by that fd (path IPC), as slots have no legacy IPC handle.
+    if (d.posix_fd) p.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
     return p;
 }
 
