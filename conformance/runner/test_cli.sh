@@ -38,6 +38,14 @@ expect 2 'xmc qualify: --backend is required' qualify --out "$work/q"
 expect 2 'xmc qualify: --timeout: takes a number >= 1, not .0.' qualify --backend host --out "$work/q" --timeout 0
 expect 2 'xmc qualify: .*--timeout' qualify --backend host --out "$work/q" --timeout soon
 expect 2 'xmc qualify: --tier: gpu3 not in \{gpu1,gpu2,multirank,pr\}' qualify --backend host --out "$work/q" --tier gpu3
+# --sanitize thread without the ThreadSanitizer builds it needs: refused, naming the missing file.
+XMC_TSAN_RUNNER=/nonexistent/xmc expect 2 'no ThreadSanitizer build of the runner \(/nonexistent/xmc\)' \
+  qualify --sanitize thread --backend host --out "$work/q"
+XMC_TSAN_RUNNER=$xmc expect 2 "no ThreadSanitizer build of backend 'host' \\($(dirname "$xmc")/libxmc_backend_host.so\\)" \
+  qualify --sanitize thread --backend host --out "$work/q"
+cp "$(dirname "$xmc")/../lib/libxmc_backend_host.so" "$work/libxmc_backend_copy.so"  # a backend with no tsan/ twin
+XMC_TSAN_RUNNER=$xmc expect 2 "no ThreadSanitizer build of $work/libxmc_backend_copy.so \\($work/tsan/libxmc_backend_copy.so\\): build it with xmc_add_backend" \
+  qualify --sanitize thread --backend "$work/libxmc_backend_copy.so" --out "$work/q"
 expect 2 'xmc qualify: --mustpass: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' qualify --backend host --out "$work/q" --mustpass 9.9.9
 expect 2 'xmc qualify: --bench-sizes requires --bench' qualify --backend host --out "$work/q" --bench-sizes 1M
 expect 2 "xmc qualify: --bench-sizes: bad size '3Q'" qualify --backend host --out "$work/q" --bench --bench-sizes 3Q

@@ -356,18 +356,29 @@ void check_junit(const json &results, const std::string &xml, Problems &p) {
     for (const auto &[id, node] : suites) p.add("junit.xml holds " + id + ", which results.json does not");
 }
 
+// The member of j at `path`, or null where a step is missing or not an object: operator[] of a
+// const json asserts on a missing key (verify aborted on an environment.json lacking cpu.cores).
+const json &member(const json &j, std::initializer_list<const char *> path) {
+    static const json none;
+    const json *at = &j;
+    for (const char *k : path) {
+        if (!at->is_object() || !at->contains(k)) return none;
+        at = &(*at)[k];
+    }
+    return *at;
+}
+
 void check_environment(const json &results, const json &env, Problems &p) {
     for (const char *key : {"suite", "os", "cpu", "compiler", "backend", "devices", "date", "hugepages"})
         if (!env.contains(key)) p.add(std::string("environment.json lacks '") + key + "'");
     // The host: CPU model and core count; transparent and explicit huge pages.
-    if (env.contains("cpu") && (!env["cpu"].is_object() || !env["cpu"]["model"].is_string() || !env["cpu"]["cores"].is_number()))
+    if (env.contains("cpu") && (!member(env, {"cpu", "model"}).is_string() || !member(env, {"cpu", "cores"}).is_number()))
         p.add("environment.json: the CPU model or core count (cpu.model, cpu.cores) is not recorded");
     if (env.contains("hugepages")) {
         const json &h = env["hugepages"];
-        if (!h.is_object() || !h["transparent"].is_object() || !h["transparent"]["enabled"].is_string() ||
-            !h["transparent"]["defrag"].is_string())
+        if (!member(h, {"transparent", "enabled"}).is_string() || !member(h, {"transparent", "defrag"}).is_string())
             p.add("environment.json: the transparent huge page settings (hugepages.transparent.enabled, defrag) are not recorded");
-        if (!h.is_object() || !h["explicit"].is_object() || h["explicit"].empty())
+        if (!member(h, {"explicit"}).is_object() || member(h, {"explicit"}).empty())
             p.add("environment.json: the explicit huge pages (hugepages.explicit, /proc/meminfo HugePages_*) are not recorded");
     }
     // Each device: its PCI link and NUMA node, or why they are not known.
@@ -382,7 +393,7 @@ void check_environment(const json &results, const json &env, Problems &p) {
             const json &pci = d["pci"];
             if (pci.contains("error")) continue;
             for (const char *k : {"bus_id", "current_link_speed", "current_link_width", "numa_node"})
-                if (!pci[k].is_string())
+                if (!member(pci, {k}).is_string())
                     p.add("environment.json: " + which + "'s pci lacks '" + k + "' (and gives no error saying why)");
         }
     if (!env.contains("suite") || !env.contains("os") || !env.contains("devices")) return;
