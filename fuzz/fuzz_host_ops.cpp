@@ -56,7 +56,6 @@ void expect_status(const char *op, xmc_status got, xmc_status want) {
 }
 
 constexpr size_t kArenaPages = 32;
-constexpr size_t kGranule = size_t{2} << 20;  // the host backend's slot granularity
 constexpr uint32_t kWaitMs = 20000;           // longer means a hang: a finding
 constexpr int kMaxBlocks = 24, kMaxSlots = 3;
 
@@ -66,6 +65,7 @@ struct Process {
     xmc_stream *stream = nullptr;
     char *arena = nullptr;  // pageable pages: registration, and addresses no block holds
     size_t page = 0;
+    size_t granule = 0;  // the backend's slot granularity, as its one-byte slot says (never a copy of it)
     Process() {
         xmc::host::fill_table(api);
         xmc_open_params p{sizeof p, "vmm_workers=1"};
@@ -76,6 +76,11 @@ struct Process {
         if (a == MAP_FAILED) finding("mmap arena");
         arena = static_cast<char *>(a);
         std::memset(arena, 0x11, kArenaPages * page);
+        xmc_slot *one = nullptr;
+        xmc_slot_info info{};
+        if (api.slot_create(inst, 0, 1, &one, &info) != XMC_OK || api.slot_close(inst, one) != XMC_OK || info.size == 0)
+            finding("slot_create of one byte (the granularity)");
+        granule = info.size;
     }
 };
 
@@ -143,7 +148,7 @@ struct Run {
         size_t bytes = 0;
         switch (in.ConsumeIntegralInRange(0, 5)) {
             case 0: bytes = 0; break;
-            case 1: bytes = kGranule + in.ConsumeIntegralInRange<size_t>(0, P.page); break;  // a slot source
+            case 1: bytes = P.granule + in.ConsumeIntegralInRange<size_t>(0, P.page); break;  // a slot source
             default: bytes = in.ConsumeIntegralInRange<size_t>(1, 3 * P.page + 17); break;
         }
         size_t align = 0;
@@ -210,7 +215,7 @@ struct Run {
         switch (in.ConsumeIntegralInRange(0, 4)) {
             case 0: len = 0; break;
             case 1: len = 1; break;
-            case 2: len = in.ConsumeIntegralInRange<size_t>(1, kGranule + 2 * P.page); break;
+            case 2: len = in.ConsumeIntegralInRange<size_t>(1, P.granule + 2 * P.page); break;
             case 3: len = SIZE_MAX - in.ConsumeIntegralInRange<size_t>(0, 8); break;
             default: len = P.page; break;
         }
@@ -303,7 +308,7 @@ struct Run {
 
     void slot_create() {
         if (static_cast<int>(slot_handles.size()) >= kMaxSlots) return;
-        const size_t bytes = in.ConsumeIntegralInRange(0, 7) ? in.ConsumeIntegralInRange<size_t>(1, 2 * kGranule) : 0;
+        const size_t bytes = in.ConsumeIntegralInRange(0, 7) ? in.ConsumeIntegralInRange<size_t>(1, 2 * P.granule) : 0;
         const int32_t dev = in.ConsumeIntegralInRange(0, 7) ? 0 : 1;
         xmc_slot *h = nullptr;
         xmc_slot_info info{};
@@ -312,7 +317,7 @@ struct Run {
         expect_status("slot_create", got, slots.create(bytes));
         if (got != XMC_OK) return;
         const auto addr = reinterpret_cast<uintptr_t>(info.address);
-        if (addr % kGranule || info.size % kGranule || info.size < bytes || info.size >= bytes + kGranule)
+        if (addr % P.granule || info.size % P.granule || info.size < bytes || info.size >= bytes + P.granule)
             finding("slot_create: address or size not granule-rounded");
         slot_handles.push_back(h);
         slot_infos.push_back(info);
