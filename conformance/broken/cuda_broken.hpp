@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 
 namespace xmc::broken_cuda {
 
@@ -23,6 +24,18 @@ void plant(xmc_backend &t);
 inline const xmc_backend *reference() {
     static const xmc_backend t = [] { xmc_backend r{}; xmc::cuda::fill_table(r); return r; }();
     return &t;
+}
+
+// Puts `fn` in place of the driver's cuPointerGetAttribute, once, keeping the real one in *real:
+// for the path IPC bugs that lie in how a source's memory is described to its readers.
+using PointerAttribute = decltype(xmc::cuda::Driver::cuPointerGetAttribute);
+inline void interpose_pointer_attribute(PointerAttribute fn, PointerAttribute *real) {
+    static std::once_flag once;
+    std::call_once(once, [&] {
+        xmc::cuda::Driver &d = xmc::cuda::Driver::get();
+        *real = d.cuPointerGetAttribute;
+        d.cuPointerGetAttribute = fn;
+    });
 }
 
 // ---- registration, as reference/cuda/register.cpp does it ----------------

@@ -11,11 +11,9 @@
 // the driver's answer to IS_LEGACY_CUDA_IPC_CAPABLE is always yes.
 #include "cuda_broken.hpp"
 
-#include <mutex>
-
 namespace xmc::broken_cuda {
 namespace {
-decltype(xmc::cuda::Driver::cuPointerGetAttribute) real_attribute = nullptr;
+PointerAttribute real_attribute = nullptr;
 
 CUresult CUDAAPI attribute(void *data, CUpointer_attribute what, CUdeviceptr ptr) {
     if (what != CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE) return real_attribute(data, what, ptr);
@@ -25,12 +23,7 @@ CUresult CUDAAPI attribute(void *data, CUpointer_attribute what, CUdeviceptr ptr
 }
 
 xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        xmc::cuda::Driver &d = xmc::cuda::Driver::get();
-        real_attribute = d.cuPointerGetAttribute;
-        d.cuPointerGetAttribute = attribute;
-    });
+    interpose_pointer_attribute(attribute, &real_attribute);
     return reference()->transfer_execute(inst, a, st);
 }
 } // namespace
