@@ -126,10 +126,17 @@ static void run_callbacks(Stream *s) {
         for (int t = 0; t < kTries && waited != ZE_RESULT_SUCCESS; ++t)
             waited = d.zeEventHostSynchronize(cb->reached, UINT64_MAX);
         if (waited == ZE_RESULT_SUCCESS && cb->fn) cb->fn(cb->user);
-        for (int t = 0; t < kTries && d.zeEventHostSignal(cb->done) != ZE_RESULT_SUCCESS; ++t) {
+        // Done with *cb before the signal: the signal may release its owner, who then frees it
+        // (graph_destroy after the launch: ASan saw this thread write `finished` into a freed
+        // graph callback). A stream's own callbacks are reclaimed only after a later
+        // synchronize, which the signal must come first for.
+        const ze_event_handle_t done = cb->done;
+        {
+            std::lock_guard<std::mutex> lock(s->cb_mu);
+            cb->finished = true;
         }
-        std::lock_guard<std::mutex> lock(s->cb_mu);
-        cb->finished = true;
+        for (int t = 0; t < kTries && d.zeEventHostSignal(done) != ZE_RESULT_SUCCESS; ++t) {
+        }
     }
 }
 
