@@ -13,6 +13,11 @@
 //   raw ipc: rank 1 opens rank 0's source once (cuIpcOpenMemHandle) and copies it with raw
 //           cuMemcpyDtoD: the data path's own speed, without the call's agreement and handles
 //           (for information: ipc / raw ipc is what the call costs around the copy)
+// Where the rest of a call's time goes, each the median of --reps, for information:
+//   open+close: rank 1's cuIpcOpenMemHandle and cuIpcCloseMemHandle of rank 0's source (one pair
+//           per call on path IPC); gather: one all_gather of 128 bytes over the group's transport
+//           (a call on path IPC makes five: path offers, agreement, buffers, IPC handles,
+//           completion); barrier: the MPI barrier that ends each timed call, alone.
 // Figures are GB/s of N bytes over the median of --reps runs after a warm-up; a transfer's time is
 // the whole call (agreement, handles, copies, completion), from a barrier before it to one after
 // it. ratio = ipc / d2d (target >= 0.9 at every size) and ipc / staged, for information.
@@ -210,6 +215,22 @@ int main(int argc, char **argv) {
                 return double(n) / median(t) / 1e9;
             };
             const double ipc = timed(XMC_PATH_IPC), staged = timed(XMC_PATH_STAGED);
+            // What a call pays besides the copy: a gather over the group's transport, and the
+            // barriers the timing puts around it.
+            std::vector<double> gather_t, barrier_t;
+            for (int r = 0; r <= reps; ++r) {
+                char mine[128] = {}, all[256] = {};
+                const xmc_transport &tp = *g.transport;
+                MPI_Barrier(MPI_COMM_WORLD);
+                auto t0 = Clock::now();
+                if (tp.all_gather(tp.ctx, mine, all, sizeof mine, g.timeout_ms) != 0) failed = 1;
+                if (r > 0) gather_t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                MPI_Barrier(MPI_COMM_WORLD);
+                t0 = Clock::now();
+                MPI_Barrier(MPI_COMM_WORLD);
+                if (r > 0) barrier_t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+            }
+            const double gather_ms = median(gather_t) * 1e3, barrier_ms = median(barrier_t) * 1e3;
             // The peak: a device-to-device copy of the same bytes in rank 1's own memory.
             double d2d = 0;
             if (rank == 1) {
@@ -242,8 +263,18 @@ int main(int argc, char **argv) {
             CUipcMemHandle h{};
             if (rank == 0 && raw.cuIpcGetMemHandle(&h, reinterpret_cast<CUdeviceptr>(buf)) != CUDA_SUCCESS) failed = 1;
             MPI_Bcast(&h, sizeof h, MPI_BYTE, 0, MPI_COMM_WORLD);
-            double raw_ipc = 0;
+            double raw_ipc = 0, open_close_ms = 0;
             if (rank == 1) {
+                std::vector<double> t;
+                for (int r = 0; r <= reps; ++r) {
+                    CUdeviceptr p = 0;
+                    const auto t0 = Clock::now();
+                    if (raw.cuIpcOpenMemHandle_v2(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) != CUDA_SUCCESS ||
+                        raw.cuIpcCloseMemHandle(p) != CUDA_SUCCESS)
+                        failed = 1;
+                    if (r > 0) t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+                }
+                open_close_ms = median(t) * 1e3;
                 CUdeviceptr peer = 0, y = 0;
                 if (raw.cuIpcOpenMemHandle_v2(&peer, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) == CUDA_SUCCESS &&
                     raw.cuMemAlloc_v2(&y, n) == CUDA_SUCCESS) {
@@ -262,15 +293,22 @@ int main(int argc, char **argv) {
             MPI_Barrier(MPI_COMM_WORLD);  // rank 0 keeps its source until rank 1 closed it
             MPI_Bcast(&d2d, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
             MPI_Bcast(&raw_ipc, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+            MPI_Bcast(&open_close_ms, 1, MPI_DOUBLE, 1, MPI_COMM_WORLD);
             const double r_d2d = d2d > 0 ? ipc / d2d : 0, r_staged = staged > 0 ? ipc / staged : 0;
             if (rank == 0) {
+                const double call_ms = ipc > 0 ? double(n) / ipc / 1e6 : 0, copy_ms = d2d > 0 ? double(n) / d2d / 1e6 : 0;
                 std::printf("%10zu %12.1f %12.1f %12.1f %12.2f %10.3f %10.2f%s\n", n, ipc, d2d, raw_ipc, staged, r_d2d,
                             r_staged, r_d2d < 0.9 ? "  (ipc below 0.9 of d2d)" : "");
-                char row[400];
+                std::printf("%10s call %.3f ms = d2d copy %.3f ms + %.3f ms around it; open+close %.3f ms, "
+                            "one gather %.3f ms (5 per call), closing barrier %.3f ms\n",
+                            "", call_ms, copy_ms, call_ms - copy_ms, open_close_ms, gather_ms, barrier_ms);
+                char row[640];
                 std::snprintf(row, sizeof row,
                               "%s{\"bytes\": %zu, \"ipc_gbs\": %.3f, \"d2d_gbs\": %.3f, \"raw_ipc_gbs\": %.3f, "
-                              "\"staged_gbs\": %.3f, \"ipc_over_d2d\": %.4f, \"ipc_over_staged\": %.3f, \"target\": 0.9}",
-                              json.back() == '[' ? "" : ", ", n, ipc, d2d, raw_ipc, staged, r_d2d, r_staged);
+                              "\"staged_gbs\": %.3f, \"ipc_over_d2d\": %.4f, \"ipc_over_staged\": %.3f, \"target\": 0.9, "
+                              "\"call_ms\": %.4f, \"open_close_ms\": %.4f, \"gather_ms\": %.4f, \"barrier_ms\": %.4f}",
+                              json.back() == '[' ? "" : ", ", n, ipc, d2d, raw_ipc, staged, r_d2d, r_staged, call_ms,
+                              open_close_ms, gather_ms, barrier_ms);
                 json += row;
             }
             if (check && r_d2d < 0.9) failed = 1;
