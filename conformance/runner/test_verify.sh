@@ -136,6 +136,16 @@ expect bench_ratio_edited "$good" "bench.json: row .* has ratio 0.99" "jqi bench
 expect report_stale "$good" "report.html does not show the summary line" \
   "sed -i 's/xmc: tests:/xmc: tests:1/' report.html"
 expect plot_missing "$good" "the report names plots/.*, which is missing" "rm plots/*.svg"
+# Members missing or of another type than verify reads: each a problem, never an abort (a const
+# nlohmann::json's operator[] on a missing key asserts; value() of a non-object throws).
+expect env_backend_missing "$good" "a member of the package's JSON has the wrong type: .*cannot use value\\(\\) with null" \
+  "jqi environment.json 'del(.backend)'"
+expect requirement_not_object "$good" "a member of the package's JSON has the wrong type" \
+  "jqi results.json '.requirements[0] = 7'"
+expect tests_missing "$good" "PIN-ALLOC" "jqi results.json '(.requirements[] | select(.id == \"PIN-ALLOC\")) |= del(.tests)'"
+expect bench_row_fields_missing "$good" "bench.json: row .* has a ratio but no figure or peak" "jqi bench.json '.rows[0] |= del(.figure, .peak)'"
+# (shard gone, a summary count changed: rejected for the count, after the shard checks ran without aborting)
+expect shard_missing "$good" "results.json.s summary says" "jqi results.json 'del(.shard) | .summary.passed += 1'"
 
 if [ "$fails" -ne 0 ]; then echo "package.verify: $fails check(s) failed"; exit 1; fi
 echo "package.verify: all checks passed"

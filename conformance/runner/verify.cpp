@@ -41,17 +41,29 @@ bool failing(const std::string &status) { return status != "passed" && status !=
 
 // ---- the checks, one function each ------------------------------------------
 
+// The member of j at `path`, or null where a step is missing or not an object: operator[] of a
+// const json asserts on a missing key (verify aborted on an environment.json lacking cpu.cores).
+const json &member(const json &j, std::initializer_list<const char *> path) {
+    static const json none;
+    const json *at = &j;
+    for (const char *k : path) {
+        if (!at->is_object() || !at->contains(k)) return none;
+        at = &(*at)[k];
+    }
+    return *at;
+}
+
 void check_summary(const json &results, const std::string &summary_txt, Problems &p) {
     std::map<std::string, int> n;
-    for (const auto &r : results["requirements"]) n[r.value("verdict", "")]++;
-    const std::string recount = summary_line(static_cast<int>(results["requirements"].size()), n["passed"], n["failed"],
+    for (const auto &r : member(results, {"requirements"})) n[r.value("verdict", "")]++;
+    const std::string recount = summary_line(static_cast<int>(member(results, {"requirements"}).size()), n["passed"], n["failed"],
                                              n["unsupported"], n["waived"]);
     std::string line = summary_txt.substr(0, summary_txt.find('\n'));
     if (line.rfind("xmc: tests:", 0) != 0)
         p.add("summary.txt does not hold a summary line ('xmc: tests:N passed:N failed:N unsupported:N waived:N')");
     else if (line != recount)
         p.add("summary.txt says '" + line + "' but the verdicts in results.json count '" + recount + "'");
-    const json &s = results["summary"];
+    const json &s = member(results, {"summary"});
     const std::string obj = summary_line(s.value("tests", -1), s.value("passed", -1), s.value("failed", -1),
                                          s.value("unsupported", -1), s.value("waived", -1));
     if (obj != recount) p.add("results.json's summary says '" + obj + "' but its verdicts count '" + recount + "'");
@@ -59,7 +71,7 @@ void check_summary(const json &results, const std::string &summary_txt, Problems
 
 void check_verdicts(const std::string &dir, const json &results, const MustPass &mp, Problems &p) {
     std::set<std::string> seen;
-    for (const auto &r : results["requirements"]) {
+    for (const auto &r : member(results, {"requirements"})) {
         const std::string id = r.value("id", ""), v = r.value("verdict", "");
         const Requirement *req = nullptr;
         for (const auto &c : catalogue())
@@ -70,7 +82,7 @@ void check_verdicts(const std::string &dir, const json &results, const MustPass 
             p.add("results.json: " + id + " has verdict '" + v + "' (not passed, failed, unsupported or waived)");
         int passed = 0, failed = 0;
         std::string first_failed, first_passed;
-        for (const auto &t : r["tests"]) {
+        for (const auto &t : member(r, {"tests"})) {
             const std::string st = t.value("status", "");
             if (st == "passed") { ++passed; if (first_passed.empty()) first_passed = t.value("name", ""); }
             else if (failing(st)) { ++failed; if (first_failed.empty()) first_failed = t.value("name", "") + " " + st; }
@@ -79,7 +91,7 @@ void check_verdicts(const std::string &dir, const json &results, const MustPass 
         if (v == "passed" && (failed || !passed))
             p.add(id + " is 'passed' but its tests say otherwise (" +
                   (failed ? "test " + first_failed : std::string("no test passed")) + ")");
-        if (v == "failed" && !r["tests"].empty() && !failed && !unexpected_pass)
+        if (v == "failed" && !member(r, {"tests"}).empty() && !failed && !unexpected_pass)
             p.add(id + " is 'failed' but none of its tests failed");
         if (v == "waived" && !failed) p.add(id + " is 'waived' but none of its tests failed");
         if (v == "unsupported" && (passed || failed))
@@ -88,7 +100,7 @@ void check_verdicts(const std::string &dir, const json &results, const MustPass 
         if (r.value("mustpass", false) != mp.contains(id))
             p.add("results.json marks " + id + (r.value("mustpass", false) ? " must-pass" : " not must-pass") +
                   ", but mustpass.txt " + (mp.contains(id) ? "lists it" : "does not list it"));
-        if (!r["tests"].empty() && access((dir + "/logs/" + id + ".log").c_str(), R_OK) != 0)
+        if (!member(r, {"tests"}).empty() && access((dir + "/logs/" + id + ".log").c_str(), R_OK) != 0)
             p.add("missing log logs/" + id + ".log of a requirement whose tests ran");
     }
 }
@@ -119,13 +131,13 @@ void check_mustpass(const json &results, const json &caps, const MustPass &mp, P
     if (!missing.empty()) p.add("mustpass.txt leaves out " + join(missing) + " of the checked-in lists of suite " + mp.suite);
     if (!extra.empty()) p.add("mustpass.txt adds " + join(extra) + ", which the checked-in lists of suite " + mp.suite + " do not hold");
     std::set<std::string> have;
-    for (const auto &r : results["requirements"]) have.insert(r.value("id", ""));
+    for (const auto &r : member(results, {"requirements"})) have.insert(r.value("id", ""));
     std::string selection;
     if (!results.value("filter", "").empty()) selection = "--filter '" + results.value("filter", "") + "'";
     if (!results.value("tier", "").empty()) selection += (selection.empty() ? "" : " ") + ("--tier " + results.value("tier", ""));
-    if (results.contains("shard") && results["shard"].is_object())
-        selection += (selection.empty() ? "" : " ") + ("--shard " + std::to_string(results["shard"].value("index", 0)) + "/" +
-                                                       std::to_string(results["shard"].value("count", 0)) +
+    if (results.contains("shard") && member(results, {"shard"}).is_object())
+        selection += (selection.empty() ? "" : " ") + ("--shard " + std::to_string(member(results, {"shard"}).value("index", 0)) + "/" +
+                                                       std::to_string(member(results, {"shard"}).value("count", 0)) +
                                                        ": xmc merge joins the shards into a complete package");
     for (const auto &id : mp.ids)
         if (!have.count(id))
@@ -135,7 +147,7 @@ void check_mustpass(const json &results, const json &caps, const MustPass &mp, P
 
 void check_waivers(const json &results, const std::vector<Waiver> &waivers, const MustPass &mp,
                    const std::vector<DeviceFacts> &devices, Problems &p) {
-    const std::string backend = results["backend"].value("name", "");
+    const std::string backend = member(results, {"backend"}).value("name", "");
     std::map<std::string, const Waiver *> applies;
     for (const auto &w : waivers) {
         if (!waiver_applies(w, backend, devices)) continue;
@@ -144,7 +156,7 @@ void check_waivers(const json &results, const std::vector<Waiver> &waivers, cons
                   "), which is not in the must-pass list: only a must-pass requirement can be waived");
         applies[w.id] = &w;
     }
-    for (const auto &r : results["requirements"]) {
+    for (const auto &r : member(results, {"requirements"})) {
         const std::string id = r.value("id", ""), v = r.value("verdict", "");
         if (v == "waived" && !applies.count(id))
             p.add(id + " is 'waived' but waivers.tsv holds no waiver for it that applies to backend " + backend);
@@ -155,13 +167,13 @@ void check_waivers(const json &results, const std::vector<Waiver> &waivers, cons
 }
 
 void check_capabilities(const json &results, const json &caps, const json &env, Problems &p) {
-    const json &rb = results["backend"];
+    const json &rb = member(results, {"backend"});
     const std::string name = rb.value("name", "");
     if (caps.value("backend", "") != name || caps.value("version", "") != rb.value("version", ""))
         p.add("capabilities.json names backend " + caps.value("backend", "") + " " + caps.value("version", "") +
               " but results.json names " + name + " " + rb.value("version", ""));
-    if (env["backend"].value("name", "") != name)
-        p.add("environment.json names backend " + env["backend"].value("name", "") + " but results.json names " + name);
+    if (member(env, {"backend"}).value("name", "") != name)
+        p.add("environment.json names backend " + member(env, {"backend"}).value("name", "") + " but results.json names " + name);
     xmc_caps declared = 0;
     std::vector<std::string> names;
     for (const auto &c : caps.value("capabilities", json::array())) {
@@ -176,12 +188,12 @@ void check_capabilities(const json &results, const json &caps, const json &env, 
     if (rb.value("capabilities", "") != caps_to_string(declared))
         p.add("capabilities.json declares [" + caps_to_string(declared) + "] but results.json records the backend's "
               "capabilities as [" + rb.value("capabilities", "") + "]");
-    if (env["backend"].value("capabilities", "") != caps_to_string(declared))
+    if (member(env, {"backend"}).value("capabilities", "") != caps_to_string(declared))
         p.add("capabilities.json declares [" + caps_to_string(declared) + "] but environment.json records [" +
-              env["backend"].value("capabilities", "") + "]");
+              member(env, {"backend"}).value("capabilities", "") + "]");
     // A requirement is unsupported-by-capability exactly when one of its row's
     // capabilities is not declared (the catalogue says which it needs).
-    for (const auto &r : results["requirements"]) {
+    for (const auto &r : member(results, {"requirements"})) {
         const std::string id = r.value("id", "");
         const Requirement *row = nullptr;
         for (const auto &c : catalogue())
@@ -306,11 +318,11 @@ void check_junit(const json &results, const std::string &xml, Problems &p) {
         return;
     }
     std::map<std::string, int> n;
-    for (const auto &r : results["requirements"]) n[r.value("verdict", "")]++;
+    for (const auto &r : member(results, {"requirements"})) n[r.value("verdict", "")]++;
     const std::string tests = root.attribute("tests").value(), failures = root.attribute("failures").value();
-    if (tests != std::to_string(results["requirements"].size()) || failures != std::to_string(n["failed"]))
+    if (tests != std::to_string(member(results, {"requirements"}).size()) || failures != std::to_string(n["failed"]))
         p.add("junit.xml counts tests=" + tests + " failures=" + failures + " but results.json holds " +
-              std::to_string(results["requirements"].size()) + " requirements, " + std::to_string(n["failed"]) +
+              std::to_string(member(results, {"requirements"}).size()) + " requirements, " + std::to_string(n["failed"]) +
               " failed");
     std::map<std::string, pugi::xml_node> suites;
     for (const pugi::xml_node &s : root.children()) {
@@ -319,7 +331,7 @@ void check_junit(const json &results, const std::string &xml, Problems &p) {
         if (std::string(s.name()) != "testsuite") p.add("junit.xml holds <" + std::string(s.name()) + "> in <testsuites>");
         else if (!suites.emplace(name, s).second) p.add("junit.xml holds two testsuites for " + name);
     }
-    for (const auto &r : results["requirements"]) {
+    for (const auto &r : member(results, {"requirements"})) {
         const std::string id = r.value("id", ""), v = r.value("verdict", "");
         const auto it = suites.find(id);
         if (it == suites.end()) { p.add("junit.xml has no testsuite for " + id); continue; }
@@ -327,7 +339,7 @@ void check_junit(const json &results, const std::string &xml, Problems &p) {
         suites.erase(it);
         // What results.json says the testcases are: name, status, message.
         std::vector<std::array<std::string, 3>> want;
-        for (const auto &t : r["tests"]) want.push_back({t.value("name", ""), t.value("status", ""), t.value("message", "")});
+        for (const auto &t : member(r, {"tests"})) want.push_back({t.value("name", ""), t.value("status", ""), t.value("message", "")});
         if (want.empty())
             want.push_back({id, v == "passed" ? "passed" : v == "failed" ? "failed" : "skipped", r.value("reason", "")});
         if (std::string(suite.attribute("tests").value()) != std::to_string(want.size()))
@@ -356,18 +368,6 @@ void check_junit(const json &results, const std::string &xml, Problems &p) {
     for (const auto &[id, node] : suites) p.add("junit.xml holds " + id + ", which results.json does not");
 }
 
-// The member of j at `path`, or null where a step is missing or not an object: operator[] of a
-// const json asserts on a missing key (verify aborted on an environment.json lacking cpu.cores).
-const json &member(const json &j, std::initializer_list<const char *> path) {
-    static const json none;
-    const json *at = &j;
-    for (const char *k : path) {
-        if (!at->is_object() || !at->contains(k)) return none;
-        at = &(*at)[k];
-    }
-    return *at;
-}
-
 void check_environment(const json &results, const json &env, Problems &p) {
     for (const char *key : {"suite", "os", "cpu", "compiler", "backend", "devices", "date", "hugepages"})
         if (!env.contains(key)) p.add(std::string("environment.json lacks '") + key + "'");
@@ -375,40 +375,40 @@ void check_environment(const json &results, const json &env, Problems &p) {
     if (env.contains("cpu") && (!member(env, {"cpu", "model"}).is_string() || !member(env, {"cpu", "cores"}).is_number()))
         p.add("environment.json: the CPU model or core count (cpu.model, cpu.cores) is not recorded");
     if (env.contains("hugepages")) {
-        const json &h = env["hugepages"];
+        const json &h = member(env, {"hugepages"});
         if (!member(h, {"transparent", "enabled"}).is_string() || !member(h, {"transparent", "defrag"}).is_string())
             p.add("environment.json: the transparent huge page settings (hugepages.transparent.enabled, defrag) are not recorded");
         if (!member(h, {"explicit"}).is_object() || member(h, {"explicit"}).empty())
             p.add("environment.json: the explicit huge pages (hugepages.explicit, /proc/meminfo HugePages_*) are not recorded");
     }
     // Each device: its PCI link and NUMA node, or why they are not known.
-    if (env.contains("devices") && env["devices"].is_array())
-        for (const auto &d : env["devices"]) {
+    if (env.contains("devices") && member(env, {"devices"}).is_array())
+        for (const auto &d : member(env, {"devices"})) {
             if (d.contains("error")) continue;  // device_info failed: said so
             const std::string which = "device " + std::to_string(d.value("index", -1));
-            if (!d.contains("pci") || !d["pci"].is_object()) {
+            if (!d.contains("pci") || !member(d, {"pci"}).is_object()) {
                 p.add("environment.json: " + which + " has no 'pci' (its PCI link speed, width and NUMA node, or why they are unknown)");
                 continue;
             }
-            const json &pci = d["pci"];
+            const json &pci = member(d, {"pci"});
             if (pci.contains("error")) continue;
             for (const char *k : {"bus_id", "current_link_speed", "current_link_width", "numa_node"})
                 if (!member(pci, {k}).is_string())
                     p.add("environment.json: " + which + "'s pci lacks '" + k + "' (and gives no error saying why)");
         }
     if (!env.contains("suite") || !env.contains("os") || !env.contains("devices")) return;
-    if (env["suite"].value("version", "") != results["suite"].value("version", "") ||
-        env["suite"].value("git_revision", "") != results["suite"].value("git_revision", ""))
-        p.add("environment.json records suite " + env["suite"].value("version", "") + " (" +
-              env["suite"].value("git_revision", "") + ") but results.json " + results["suite"].value("version", "") +
-              " (" + results["suite"].value("git_revision", "") + ")");
-    if (env["suite"].value("git_revision", "").empty()) p.add("environment.json: the git revision is empty (\"unknown\" if not known)");
-    if (env["os"].value("sysname", "").empty() || env["os"].value("release", "").empty())
+    if (member(env, {"suite"}).value("version", "") != member(results, {"suite"}).value("version", "") ||
+        member(env, {"suite"}).value("git_revision", "") != member(results, {"suite"}).value("git_revision", ""))
+        p.add("environment.json records suite " + member(env, {"suite"}).value("version", "") + " (" +
+              member(env, {"suite"}).value("git_revision", "") + ") but results.json " + member(results, {"suite"}).value("version", "") +
+              " (" + member(results, {"suite"}).value("git_revision", "") + ")");
+    if (member(env, {"suite"}).value("git_revision", "").empty()) p.add("environment.json: the git revision is empty (\"unknown\" if not known)");
+    if (member(env, {"os"}).value("sysname", "").empty() || member(env, {"os"}).value("release", "").empty())
         p.add("environment.json: the OS (uname) is not recorded");
-    if (!env["devices"].is_array()) p.add("environment.json: 'devices' is not a list");
-    else if (env.contains("device_count") && env["device_count"].get<int>() != static_cast<int>(env["devices"].size()))
-        p.add("environment.json: device_count " + env["device_count"].dump() + " but " +
-              std::to_string(env["devices"].size()) + " devices listed");
+    if (!member(env, {"devices"}).is_array()) p.add("environment.json: 'devices' is not a list");
+    else if (env.contains("device_count") && member(env, {"device_count"}).get<int>() != static_cast<int>(member(env, {"devices"}).size()))
+        p.add("environment.json: device_count " + member(env, {"device_count"}).dump() + " but " +
+              std::to_string(member(env, {"devices"}).size()) + " devices listed");
 }
 
 void check_bench(const std::string &dir, const json &results, Problems &p) {
@@ -421,9 +421,9 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
     read_text(dir + "/bench.json", &text);
     const json b = json::parse(text, nullptr, false);
     if (b.is_discarded() || !b.contains("rows")) { p.add("bench.json is not valid JSON with 'rows'"); return; }
-    if (b.value("backend", "") != results["backend"].value("name", ""))
+    if (b.value("backend", "") != member(results, {"backend"}).value("name", ""))
         p.add("bench.json measured backend " + b.value("backend", "") + ", the package is of " +
-              results["backend"].value("name", ""));
+              member(results, {"backend"}).value("name", ""));
     // bench.csv beside it: the same rows, in the same order, with the same verdicts.
     std::string csv;
     if (!read_text(dir + "/bench.csv", &csv)) p.add("missing file: bench.csv (written beside bench.json)");
@@ -432,35 +432,35 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
         std::istringstream in(csv);
         for (std::string line; std::getline(in, line);) lines.push_back(line);
         if (lines.empty() || lines[0].rfind("path,", 0) != 0) p.add("bench.csv has no header line ('path,series,...')");
-        else if (lines.size() - 1 != b["rows"].size())
-            p.add("bench.csv holds " + std::to_string(lines.size() - 1) + " rows, bench.json " + std::to_string(b["rows"].size()));
+        else if (lines.size() - 1 != member(b, {"rows"}).size())
+            p.add("bench.csv holds " + std::to_string(lines.size() - 1) + " rows, bench.json " + std::to_string(member(b, {"rows"}).size()));
         else
-            for (size_t i = 0; i < b["rows"].size(); ++i) {
-                const std::string want = b["rows"][i].value("verdict", "");
+            for (size_t i = 0; i < member(b, {"rows"}).size(); ++i) {
+                const std::string want = member(b, {"rows"})[i].value("verdict", "");
                 const std::string &line = lines[i + 1];
                 if (line.size() < want.size() + 1 || line.compare(line.size() - want.size() - 1, std::string::npos, "," + want) != 0)
                     p.add("bench.csv row " + std::to_string(i + 1) + " does not end in its verdict '" + want + "' of bench.json");
             }
     }
-    for (const auto &r : b["rows"]) {
+    for (const auto &r : member(b, {"rows"})) {
         // The verdict follows from the ratio, the target and the baseline.
         const std::string v = r.value("verdict", "");
         const double target = r.value("target", 0.0);
-        const bool has_ratio = r["ratio"].is_number();
-        const std::string expect = has_ratio && r["ratio"].get<double>() > kBrokenAbove     ? "broken"
-                                   : target > 0 && (!has_ratio || r["ratio"].get<double>() < target) ? "missed"
+        const bool has_ratio = member(r, {"ratio"}).is_number();
+        const std::string expect = has_ratio && member(r, {"ratio"}).get<double>() > kBrokenAbove     ? "broken"
+                                   : target > 0 && (!has_ratio || member(r, {"ratio"}).get<double>() < target) ? "missed"
                                                                                                      : "";
         if (!expect.empty() ? v != expect : (v != "ok" && v != "below baseline"))
             p.add("bench.json: row '" + r.value("path", "") + "' has verdict '" + v + "', but its ratio, target and peak give '" +
                   (expect.empty() ? "ok" : expect) + "'");
         if (v == "below baseline" && !r.contains("baseline"))
             p.add("bench.json: row '" + r.value("path", "") + "' is below a baseline it does not name");
-        if (!r["ratio"].is_number()) continue;
-        if (!r["figure"].is_number() || !r["peak"].is_number()) {
+        if (!member(r, {"ratio"}).is_number()) continue;
+        if (!member(r, {"figure"}).is_number() || !member(r, {"peak"}).is_number()) {
             p.add("bench.json: row '" + r.value("path", "") + "' has a ratio but no figure or peak");
             continue;
         }
-        const double f = r["figure"].get<double>(), pk = r["peak"].get<double>(), ratio = r["ratio"].get<double>();
+        const double f = member(r, {"figure"}).get<double>(), pk = member(r, {"peak"}).get<double>(), ratio = member(r, {"ratio"}).get<double>();
         const double want = r.value("higher_is_better", true) ? f / pk : pk / f;
         if (!(std::fabs(ratio - want) <= 1e-6 * std::max(1.0, std::fabs(want))))
             p.add("bench.json: row '" + r.value("path", "") + "' has ratio " + std::to_string(ratio) +
@@ -472,7 +472,7 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
 // them agrees with itself (and with the parent, where it is on this machine).
 void check_fleet(const std::string &dir, const json &results, const json &env, Problems &p) {
     const int repeat = results.value("repeat", 1);
-    for (const auto &r : results["requirements"]) {
+    for (const auto &r : member(results, {"requirements"})) {
         const std::string id = r.value("id", ""), v = r.value("verdict", "");
         if (!r.contains("runs")) continue;  // (a package of an xmc before --repeat)
         const int runs = r.value("runs", -1), failed = r.value("failed_runs", -1);
@@ -485,7 +485,7 @@ void check_fleet(const std::string &dir, const json &results, const json &env, P
         if (failed > 0 && v != "failed" && v != "waived")
             p.add(id + " failed " + std::to_string(failed) + " of its runs but is '" + v + "': any failing run fails it");
         if (v == "passed" && runs == 0) p.add(id + " is 'passed' but its tests ran 0 times");
-        if (!r.value("taken_over", false) && !r["tests"].empty() && runs != repeat && !results.contains("shards"))
+        if (!r.value("taken_over", false) && !member(r, {"tests"}).empty() && runs != repeat && !results.contains("shards"))
             p.add(id + " ran " + std::to_string(runs) + " times, but the package was made with --repeat " + std::to_string(repeat));
     }
     // A shard: its share of the selection, exactly.
@@ -495,9 +495,9 @@ void check_fleet(const std::string &dir, const json &results, const json &env, P
             (results.value("tier", "").empty() || row.in_tier(results.value("tier", ""))))
             selection.push_back(row.id);
     std::set<std::string> have;
-    for (const auto &r : results["requirements"]) have.insert(r.value("id", ""));
-    if (results["shard"].is_object()) {
-        const int i = results["shard"].value("index", 0), n = results["shard"].value("count", 0);
+    for (const auto &r : member(results, {"requirements"})) have.insert(r.value("id", ""));
+    if (member(results, {"shard"}).is_object()) {
+        const int i = member(results, {"shard"}).value("index", 0), n = member(results, {"shard"}).value("count", 0);
         if (n < 1 || i < 1 || i > n) p.add("results.json: shard " + std::to_string(i) + "/" + std::to_string(n) + " is not a share I/N");
         else
             for (size_t k = 0; k < selection.size(); ++k)
@@ -508,19 +508,19 @@ void check_fleet(const std::string &dir, const json &results, const json &env, P
     // A merge: its shards of one backend, suite and environment, each
     // selected row in exactly one of them, and every row there.
     if (results.contains("shards")) {
-        const json &shards = results["shards"];
+        const json &shards = member(results, {"shards"});
         std::map<std::string, int> in;
         std::set<int> indices;
         int count = -1;
-        const std::string backend = results["backend"].dump(), suite = results["suite"].dump(), devices = device_identity(env).dump();
+        const std::string backend = member(results, {"backend"}).dump(), suite = member(results, {"suite"}).dump(), devices = device_identity(env).dump();
         for (const auto &s : shards) {
             const std::string name = "shard " + std::to_string(s.value("index", 0)) + "/" + std::to_string(s.value("count", 0));
             if (count >= 0 && s.value("count", 0) != count) p.add("results.json: the merged shards are not all of one N (" + name + ")");
             count = s.value("count", 0);
             if (!indices.insert(s.value("index", 0)).second) p.add("results.json: " + name + " is merged twice");
-            if (s["backend"].dump() != backend) p.add("results.json: merged " + name + " is of backend " + s["backend"].dump() + ", the package of " + backend);
-            if (s["suite"].dump() != suite) p.add("results.json: merged " + name + " was made by suite " + s["suite"].dump() + ", the package by " + suite);
-            if (s["devices"].dump() != devices) p.add("results.json: merged " + name + " ran on devices " + s["devices"].dump() + ", the package's environment has " + devices);
+            if (member(s, {"backend"}).dump() != backend) p.add("results.json: merged " + name + " is of backend " + member(s, {"backend"}).dump() + ", the package of " + backend);
+            if (member(s, {"suite"}).dump() != suite) p.add("results.json: merged " + name + " was made by suite " + member(s, {"suite"}).dump() + ", the package by " + suite);
+            if (member(s, {"devices"}).dump() != devices) p.add("results.json: merged " + name + " ran on devices " + member(s, {"devices"}).dump() + ", the package's environment has " + devices);
             if (s.value("results_sha256", "").size() != 64) p.add("results.json: merged " + name + " has no results digest");
             for (const auto &id : s.value("requirements", json::array())) {
                 if (in[id.get<std::string>()]++) p.add("results.json: the merged shards overlap: " + id.get<std::string>() + " is in two");
@@ -534,11 +534,11 @@ void check_fleet(const std::string &dir, const json &results, const json &env, P
     }
     // A rerun: its parent, and which requirements ran again.
     if (results.contains("parent")) {
-        const json &parent = results["parent"];
+        const json &parent = member(results, {"parent"});
         std::set<std::string> rerun, kept;
         for (const auto &id : parent.value("rerun", json::array())) rerun.insert(id.get<std::string>());
         for (const auto &id : parent.value("taken_over", json::array())) kept.insert(id.get<std::string>());
-        for (const auto &r : results["requirements"]) {
+        for (const auto &r : member(results, {"requirements"})) {
             const std::string id = r.value("id", "");
             if (r.value("taken_over", false) != (kept.count(id) > 0) || r.value("rerun", false) != (rerun.count(id) > 0))
                 p.add(id + " is marked " + (r.value("taken_over", false) ? "taken over" : r.value("rerun", false) ? "rerun" : "neither taken over nor rerun") +
@@ -553,7 +553,7 @@ void check_fleet(const std::string &dir, const json &results, const json &env, P
         } else if (sha256_file(path + "/results.json") != parent.value("results_sha256", "")) {
             p.add("the parent package " + path + " is not the one this rerun names: its results.json's digest differs");
         } else {
-            for (const auto &r : pr["requirements"]) {
+            for (const auto &r : member(pr, {"requirements"})) {
                 const std::string id = r.value("id", "");
                 if ((r.value("verdict", "") == "failed") != (rerun.count(id) > 0))
                     p.add(id + " was '" + r.value("verdict", "") + "' in the parent, so it should " +
@@ -585,11 +585,11 @@ void check_report(const std::string &dir, const std::string &summary_txt, Proble
 // Must-pass requirements that did not pass: failed, or unsupported for a
 // reason other than a declared skip (no device, no driver).
 void check_qualified(const json &results, const MustPass &mp, Problems &p) {
-    for (const auto &r : results["requirements"]) {
+    for (const auto &r : member(results, {"requirements"})) {
         const std::string id = r.value("id", ""), v = r.value("verdict", "");
         if (!mp.contains(id)) continue;
         if (v == "failed") p.add("must-pass requirement " + id + " failed: " + r.value("reason", ""));
-        if (v == "unsupported" && r["tests"].empty())
+        if (v == "unsupported" && member(r, {"tests"}).empty())
             p.add("must-pass requirement " + id + " was not run: " + r.value("reason", ""));
     }
 }
@@ -620,56 +620,63 @@ int verify(const std::string &dir, bool require_qualified) {
     const bool have_results = load("results.json", &results);
     const bool have_caps = load("capabilities.json", &caps);
     const bool have_env = load("environment.json", &env);
-    if (!have_results || !results.contains("requirements") || !results["requirements"].is_array() ||
+    if (!have_results || !results.contains("requirements") || !member(results, {"requirements"}).is_array() ||
         !results.contains("backend") || !results.contains("summary")) {
         if (have_results) p.add("results.json lacks 'requirements', 'backend' or 'summary'");
         std::printf("xmc verify: %s: %zu problem(s); results.json is needed for the other checks\n", dir.c_str(),
                     p.list.size());
         return 1;
     }
-    // suite: format and version.
-    if (results.value("format", "") != kPackageFormat)
-        p.add("results.json: format '" + results.value("format", "") + "' is not " + kPackageFormat);
-    const std::string made_by = results.contains("suite") ? results["suite"].value("version", "") : "";
-    if (made_by != suite_version())
-        p.add("the package was made by suite " + made_by + "; this xmc is suite " + suite_version() +
-              ": verify it with the xmc that made it");
-
-    std::string summary_txt, mustpass_txt, waivers_txt, junit;
-    read_text(dir + "/summary.txt", &summary_txt);
-    check_summary(results, summary_txt, p);
-
+    // A member of another type than the checks read (value() of a non-object, a string where a number
+    // belongs) throws: the package is malformed, said as a problem like any other, never an abort.
+    std::string made_by;
     MustPass mp;
-    std::string err;
-    const bool have_mp = read_text(dir + "/mustpass.txt", &mustpass_txt);
-    if (have_mp && !parse_mustpass(mustpass_txt, &mp, &err)) p.add(err);
-    check_verdicts(dir, results, mp, p);
-    if (have_mp && have_caps) check_mustpass(results, caps, mp, p);
+    try {
+        // suite: format and version.
+        if (results.value("format", "") != kPackageFormat)
+            p.add("results.json: format '" + results.value("format", "") + "' is not " + kPackageFormat);
+        made_by = results.contains("suite") ? member(results, {"suite"}).value("version", "") : "";
+        if (made_by != suite_version())
+            p.add("the package was made by suite " + made_by + "; this xmc is suite " + suite_version() +
+                  ": verify it with the xmc that made it");
 
-    const std::vector<DeviceFacts> devices = have_env ? devices_of(env) : std::vector<DeviceFacts>{};
-    std::vector<Waiver> waivers;
-    if (read_text(dir + "/waivers.tsv", &waivers_txt)) {
-        if (!parse_waivers(waivers_txt, "waivers.tsv", &waivers, &err)) p.add(err);
-        else if (have_mp) check_waivers(results, waivers, mp, devices, p);
+        std::string summary_txt, mustpass_txt, waivers_txt, junit;
+        read_text(dir + "/summary.txt", &summary_txt);
+        check_summary(results, summary_txt, p);
+
+        std::string err;
+        const bool have_mp = read_text(dir + "/mustpass.txt", &mustpass_txt);
+        if (have_mp && !parse_mustpass(mustpass_txt, &mp, &err)) p.add(err);
+        check_verdicts(dir, results, mp, p);
+        if (have_mp && have_caps) check_mustpass(results, caps, mp, p);
+
+        const std::vector<DeviceFacts> devices = have_env ? devices_of(env) : std::vector<DeviceFacts>{};
+        std::vector<Waiver> waivers;
+        if (read_text(dir + "/waivers.tsv", &waivers_txt)) {
+            if (!parse_waivers(waivers_txt, "waivers.tsv", &waivers, &err)) p.add(err);
+            else if (have_mp) check_waivers(results, waivers, mp, devices, p);
+        }
+        if (have_caps && have_env) check_capabilities(results, caps, env, p);
+        if (read_text(dir + "/junit.xml", &junit)) check_junit(results, junit, p);
+        if (have_env) check_environment(results, env, p);
+        if (have_env) check_fleet(dir, results, env, p);
+        check_bench(dir, results, p);
+        check_report(dir, summary_txt, p);
+        if (require_qualified && have_mp) check_qualified(results, mp, p);
+    } catch (const json::exception &e) {
+        p.add(std::string("a member of the package's JSON has the wrong type: ") + e.what());
     }
-    if (have_caps && have_env) check_capabilities(results, caps, env, p);
-    if (read_text(dir + "/junit.xml", &junit)) check_junit(results, junit, p);
-    if (have_env) check_environment(results, env, p);
-    if (have_env) check_fleet(dir, results, env, p);
-    check_bench(dir, results, p);
-    check_report(dir, summary_txt, p);
-    if (require_qualified && have_mp) check_qualified(results, mp, p);
 
     if (!p.list.empty()) {
         std::printf("xmc verify: %s: %zu problem(s)\n", dir.c_str(), p.list.size());
         return 1;
     }
-    int must_failed = 0;
-    for (const auto &r : results["requirements"])
+    int must_failed = 0;  // (no problem: every requirement is an object, every verdict a string)
+    for (const auto &r : member(results, {"requirements"}))
         must_failed += mp.contains(r.value("id", "")) && r.value("verdict", "") == "failed";
     std::printf("xmc verify: %s: complete and consistent (backend %s %s, suite %s, %zu requirements, %zu must-pass)\n",
-                dir.c_str(), results["backend"].value("name", "").c_str(), results["backend"].value("version", "").c_str(),
-                made_by.c_str(), results["requirements"].size(), mp.ids.size());
+                dir.c_str(), member(results, {"backend"}).value("name", "").c_str(), member(results, {"backend"}).value("version", "").c_str(),
+                made_by.c_str(), member(results, {"requirements"}).size(), mp.ids.size());
     std::printf("xmc verify: %s\n", must_failed ? (std::to_string(must_failed) + " must-pass requirement(s) failed: the "
                                                    "backend does not qualify (see report.html)").c_str()
                                                 : "every must-pass requirement passed, was waived or is unsupported for a declared reason");
