@@ -6,39 +6,10 @@
 // stateful commands: vmm_commands.hpp. Each requirement's property names its mix of commands and
 // the refusals it draws. The others: test_vmm_requests.cpp (requests and their states),
 // test_vmm_errors.cpp (failures and waits), test_vmm_graph.cpp, test_vmm_fault_sweep.cpp.
-#include "boundary.hpp"
-#include "fault_sweep.hpp"
-#include "hostile.hpp"
-#include "os_facts.hpp"
-#include "slot_model.hpp"
-#include "spin_barrier.hpp"
-#include "vmm_commands.hpp"
-#include "vmm_env.hpp"
-
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstring>
-#include <map>
-#include <set>
-#include <string>
-#include <thread>
-#include <utility>
-#include <vector>
+#include "vmm_tests.hpp"
 
 namespace xmc::conformance {
 namespace {
-
-using model::kNoTag;
-using model::SlotModel;
-using model::SlotState;
-using model::Source;
-using namespace std::chrono_literals;
-using namespace vmm_commands;
-
 
 // ---- VMM-CREATE -------------------------------------------------------------
 

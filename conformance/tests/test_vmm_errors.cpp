@@ -1,39 +1,10 @@
 // VMM-*: fixed-address slots (SPEC 5; test_vmm.cpp says how the five files divide them): failures
 // and waits: VMM-ASYNC-ERROR, VMM-CALLBACK, VMM-EVENT-WAIT, VMM-DOUBLE, VMM-BATCH-PARTIAL and
 // VMM-ERROR-CLEAR.
-#include "boundary.hpp"
-#include "fault_sweep.hpp"
-#include "hostile.hpp"
-#include "os_facts.hpp"
-#include "slot_model.hpp"
-#include "spin_barrier.hpp"
-#include "vmm_commands.hpp"
-#include "vmm_env.hpp"
-
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstring>
-#include <map>
-#include <set>
-#include <string>
-#include <thread>
-#include <utility>
-#include <vector>
+#include "vmm_tests.hpp"
 
 namespace xmc::conformance {
 namespace {
-
-using model::kNoTag;
-using model::SlotModel;
-using model::SlotState;
-using model::Source;
-using namespace std::chrono_literals;
-using namespace vmm_commands;
-
 
 // ---- VMM-ASYNC-ERROR --------------------------------------------------------
 

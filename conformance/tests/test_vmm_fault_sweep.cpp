@@ -1,38 +1,9 @@
 // VMM-*: fixed-address slots (SPEC 5; test_vmm.cpp says how the five files divide them): the
 // fault sweep of slots, every driver call of a slot scenario failed in turn.
-#include "boundary.hpp"
-#include "fault_sweep.hpp"
-#include "hostile.hpp"
-#include "os_facts.hpp"
-#include "slot_model.hpp"
-#include "spin_barrier.hpp"
-#include "vmm_commands.hpp"
-#include "vmm_env.hpp"
-
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <cstring>
-#include <map>
-#include <set>
-#include <string>
-#include <thread>
-#include <utility>
-#include <vector>
+#include "vmm_tests.hpp"
 
 namespace xmc::conformance {
 namespace {
-
-using model::kNoTag;
-using model::SlotModel;
-using model::SlotState;
-using model::Source;
-using namespace std::chrono_literals;
-using namespace vmm_commands;
-
 
 // ---- the fault sweep of slots (VMM-CREATE, VMM-ASYNC-ERROR, VMM-DEFERRED, ---------
 // ---- VMM-BATCH-PARTIAL, VMM-CLOSE; VMM-ERROR-CLEAR in every run) ---------------------
