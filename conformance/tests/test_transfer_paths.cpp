@@ -1,0 +1,558 @@
+// AFF-*: the affine transfer executor (SPEC 5; test_transfer.cpp says how the three files divide
+// the requirements): AFF-NO-HANG, AFF-PATH, the NCCL path and the fault sweep of transfers.
+#include "transfer_tests.hpp"
+
+namespace xmc::conformance {
+namespace {
+
+// ===================== AFF-NO-HANG =====================
+
+TEST_P(TransferTest, AFF_NO_HANG_RankThatNeverJoins) {
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 64);
+    RunSpec spec;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    spec.joins = [](const RankEnv &env) { return env.world_rank != world().size() - 1; };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) { failed_in_time(r, f); })));
+}
+
+TEST_P(TransferTest, AFF_NO_HANG_TransportFailureOnOneRankReachesEveryRank) {
+    const std::vector<int> all = labels_of(world().size());
+    // An 8-byte budget: rank 1 exchanges several chunks with every peer, so operation 3 happens.
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
+    // On every path: one all_gather of rank 1 fails, its third (after the offers and the
+    // agreement: what follows is the path's own exchange, or the completion vote).
+    if (std::string(world().name()) == "threads")
+        for (xmc_path p : paths_to_test()) {
+            RunSpec spec;
+            spec.path = p;
+            spec.op_timeout_ms = kOpTimeoutMs;
+            spec.deadline_ms = no_hang_bound_ms() + 1000;
+            spec.fail_gather = [](const RankEnv &env) { return env.world_rank == kBadRank ? int64_t{2} : int64_t{-1}; };
+            EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+                failed_in_time(r, f);
+            }))) << "failing all_gather 2, path " << path_str(p);
+        }
+    // On the staged path, whose chunks are messages: its first message fails, and one in the
+    // middle of the exchange.
+    for (int64_t op : {0, 3}) {
+        RunSpec spec;
+        spec.path = XMC_PATH_STAGED;
+        spec.op_timeout_ms = kOpTimeoutMs;
+        spec.deadline_ms = no_hang_bound_ms() + 1000;
+        spec.fail_op = [op](const RankEnv &env) { return env.world_rank == kBadRank ? op : int64_t{-1}; };
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            failed_in_time(r, f);
+        }))) << "failing operation " << op;
+    }
+}
+
+// The receiver refuses a large chunk (its receive fails) while the sender has chunks in flight: the
+// sender must not wait for that receiver without a bound (seed bug: an oversized chunk refused by
+// the receiver, and a sender waiting forever for its acknowledgement).
+TEST_P(TransferTest, AFF_NO_HANG_SenderOfAChunkTheReceiverRefusesReturns) {
+    const int w = world().size();
+    std::vector<int64_t> on_first(size_t(w), 0), on_second(size_t(w), 0);
+    on_first[0] = on_second[1] = 65536;  // 256 KiB from rank 0 to rank 1, in 64 KiB chunks
+    const Case c = make_case(aff::split_sizes({65536}, 0, on_first, labels_of(w)),
+                             aff::split_sizes({65536}, 0, on_second, labels_of(w)), 4, 65536);
+    RunSpec spec;
+    spec.path = XMC_PATH_STAGED;  // chunks as messages
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    spec.fail_op = [](const RankEnv &env) { return env.world_rank == 1 ? int64_t{0} : int64_t{-1}; };  // its first receive
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        failed_in_time(r, f);
+    })));
+}
+
+// Path IPC: world rank 1's driver refuses (a fault script of the fake) to open its peers'
+// sources: its first cuIpcOpenMemHandle fails, or, with three ranks or more, its second (one
+// source is open by then). Every rank fails within the bound, with the driver's code (rank 1:
+// its own failure; the others: the peer's), and every rank's driver holds no more objects than
+// before the call: what was opened is closed on the failure's path too, and no rank's source is
+// left shared.
+TEST_P(TransferTest, AFF_NO_HANG_IpcPeerWhoseHandleCannotBeOpenedReachesEveryRank) {
+    const PathsHere &h = paths_here();
+    if (std::find(h.taken.begin(), h.taken.end(), XMC_PATH_IPC) == h.taken.end())
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' takes no path ipc over the " << world().name()
+                                                     << " transport (it is for ranks in two processes of one node)");
+    std::string why;
+    const DriverControl *dc = driver_control(api, &why);
+    if (!dc) XMC_SKIP(SkipKind::Unsupported, "the refusal is injected through the fake driver: " << why);
+    constexpr int64_t kCode = 205;  // CUDA_ERROR_MAP_FAILED, one of cuIpcOpenMemHandle's documented codes
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 64);
+    std::vector<int> opens{1};
+    if (world().size() >= 3) opens.push_back(2);
+    for (int k : opens) {
+        const std::string script = "fail:cuIpcOpenMemHandle:CUDA_ERROR_MAP_FAILED@" + std::to_string(k);
+        std::vector<size_t> before(size_t(world().size()), 0);
+        RunSpec spec;
+        spec.path = XMC_PATH_IPC;
+        spec.op_timeout_ms = kOpTimeoutMs;
+        spec.deadline_ms = no_hang_bound_ms() + 1000;
+        spec.tweak = [&](const RankEnv &env, Side &, Side &, xmc_transfer_args &, xmc_group &) {
+            before[size_t(env.world_rank)] = dc->objects_besides_contexts();
+            if (env.world_rank == kBadRank && dc->set_faults(script.c_str()) != 0)
+                throw std::runtime_error("test setup: the fake refused the fault script " + script);
+        };
+        const Failures f = run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &out) {
+            if (env.world_rank == kBadRank) dc->set_faults(nullptr);
+            const xmc_status want = env.world_rank == kBadRank ? XMC_ERR_DRIVER : XMC_ERR_PEER_FAILED;
+            if (r.status != want)
+                out.push_back(std::string("expected ") + xmc_status_string(want) + ", got " +
+                              xmc_status_string(r.status) + ": " + r.error.message);
+            if (r.error.native_code != kCode)
+                out.push_back("the error carries native code " + std::to_string(r.error.native_code) +
+                              ", not the driver's " + std::to_string(kCode) + ": " + r.error.message);
+            if (r.ms > no_hang_bound_ms())
+                out.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                              std::to_string(no_hang_bound_ms()) + " ms");
+            if (const size_t now = dc->objects_besides_contexts(); now != before[size_t(env.world_rank)])
+                out.push_back("the failed call left " + std::to_string(now) + " driver objects besides contexts, " +
+                              std::to_string(before[size_t(env.world_rank)]) + " before it:\n" + dc->ledger_text());
+        });
+        EXPECT_TRUE(all_ranks_passed(f)) << script << " on world rank " << kBadRank;
+    }
+}
+
+// ===================== AFF-PATH =====================
+
+std::string trials_text(const TransferTest::PathsHere &h) {
+    std::string s;
+    for (const auto &t : h.trials)
+        s += "  " + TransferTest::path_str(t.path) + ": " +
+             (t.taken ? std::string("taken") : t.refused ? "refused (" + t.reason + ")" : std::string("neither")) + "\n";
+    return s;
+}
+
+// Each path forced once: taken (every rank succeeds, the target exact, that path reported to
+// every peer) or refused by every rank before any write, never anything else. The backend's own
+// choice is a path it takes when forced; a run told to test one path (XMC_TRANSFER_PATH) finds
+// it taken.
+TEST_P(TransferTest, AFF_PATH_EveryPathIsTakenOrRefusedByEveryRank) {
+    const PathsHere &h = paths_here();
+    const std::string seen = trials_text(h);
+    std::printf("data paths of backend '%s' over %s, %d ranks:\n%s", api->name, world().name(), world().size(),
+                seen.c_str());
+    EXPECT_TRUE(h.problems.empty()) << join(h.problems) << seen;
+    EXPECT_FALSE(h.taken.empty()) << "the backend takes no path\n" << seen;
+    EXPECT_TRUE(std::find(h.taken.begin(), h.taken.end(), h.chosen) != h.taken.end())
+        << "the backend's own choice, " << path_str(h.chosen) << ", is not a path it takes when forced\n" << seen;
+    if (const xmc_path p = configured_path(); p != XMC_PATH_AUTO) {
+        EXPECT_TRUE(std::find(h.taken.begin(), h.taken.end(), p) != h.taken.end())
+            << "this run tests path " << path_str(p) << ", which the backend does not take here\n" << seen;
+    }
+}
+
+// On each path taken here: exact targets, the path reported for every peer with data, and bytes
+// on the transport exactly where the path says (staged: every byte once; otherwise none).
+TEST_P(TransferTest, AFF_PATH_EachPathTakenMovesTheDataAsReported) {
+    const Case c = mixed_case(24);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+            paths_reported(env, r, f);
+            traffic_by_path(r, f);
+        }))) << "path " << path_str(p);
+    }
+    // Left to the backend: a path for every peer with data, and none for the others.
+    RunSpec own;
+    own.path = XMC_PATH_AUTO;
+    EXPECT_TRUE(all_ranks_passed(run(c, own, [](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        arrived(r, f);
+        paths_reported(env, r, f);
+        traffic_by_path(r, f);
+    }))) << "the backend's own choice";
+}
+
+// Sources in slots (VMM memory rather than dev_alloc's), on each path taken here: exact targets
+// and the path reported. On path IPC a slot has no legacy handle: its readers import it by a file
+// descriptor of its physical memory (an executor that only knows cuIpcGetMemHandle fails here).
+TEST_P(TransferTest, AFF_PATH_SourcesInSlotsMoveExactlyOnEveryPath) {
+    Memory probe{api, inst};
+    probe.device = uses_device_buffers(api, inst);
+    if (!Side::has_slots(probe))
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' gives its transfers no device slots (it needs "
+                                                   << "device buffers and the vmm capability)");
+    const Case c = mixed_case(24);
+    for (xmc_path p : paths_to_test()) {
+        RunSpec spec;
+        spec.path = p;
+        spec.source_in_slot = true;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+            paths_reported(env, r, f);
+        }))) << "path " << path_str(p) << ", sources in slots";
+    }
+}
+
+// Random cases, every path: each peer the plan exchanges data with gets a path, the others none.
+TEST_P(TransferTest, AFF_PATH_RandomCasesReportAPathForEveryPeerWithData) {
+    check_property([] { return gen_case(1, world().size()); },
+                   [](const RankEnv &env, const RankResult &r, Failures &f) {
+                       status_ok(r, f);
+                       paths_reported(env, r, f);
+                       traffic_by_path(r, f);
+                   });
+}
+
+// World rank 1 forces another path than the others do: the two ends of its pairs would take
+// different paths, so every rank refuses before any write (as for differing plans).
+TEST_P(TransferTest, AFF_PATH_RanksWhoseChoicesDifferAllRefuse) {
+    const PathsHere &h = paths_here();
+    ASSERT_FALSE(h.taken.empty()) << trials_text(h);
+    const xmc_path common = h.taken.front();
+    // Another path taken here if there is one (a genuine mismatch), else one refused here.
+    xmc_path other = XMC_PATH_AUTO;
+    for (xmc_path p : h.taken)
+        if (p != common && other == XMC_PATH_AUTO) other = p;
+    for (const auto &t : h.trials)
+        if (t.path != common && other == XMC_PATH_AUTO) other = t.path;
+    const Case c = mixed_case();
+    for (const bool others_force : {true, false}) {  // the others force `common`, or leave it to the backend
+        const xmc_path mine = others_force ? common : XMC_PATH_AUTO;
+        const xmc_path bad = others_force ? other : (h.chosen == common ? other : common);
+        RunSpec spec;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        spec.path_of = [&](const RankEnv &env) { return int(env.world_rank == kBadRank ? bad : mine); };
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            refused_before_any_message(r, f);
+        }))) << "world rank " << kBadRank << " forces " << path_str(bad) << ", the others "
+             << (others_force ? path_str(mine) : "the backend's choice (" + path_str(h.chosen) + ")");
+    }
+}
+
+// A forced path the ranks cannot take here is refused by every rank, naming the path; a path
+// outside the enum is no request at all.
+TEST_P(TransferTest, AFF_PATH_ForcedPathTheRanksCannotTakeIsRefusedByEveryRank) {
+    const PathsHere &h = paths_here();
+    const Case c = mixed_case();
+    for (const auto &t : h.trials) {
+        if (!t.refused) continue;
+        RunSpec spec;
+        spec.path = t.path;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        const std::string name = path_str(t.path);
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &, const RankResult &r, Failures &f) {
+            refused_before_any_message(r, f);
+            if (!std::strstr(r.error.message, name.c_str()))
+                f.push_back("the refusal does not name path " + name + ": " + r.error.message);
+        }))) << "forced " << name;
+    }
+    RunSpec spec;
+    spec.path = XMC_PATH_COUNT_;
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        if (r.status != XMC_ERR_INVALID_ARGUMENT)
+            f.push_back(std::string("path XMC_PATH_COUNT_: expected invalid_argument, got ") +
+                        xmc_status_string(r.status) + ": " + r.error.message);
+    }))) << "a path outside the enum";
+}
+
+// ===================== the NCCL path: errors, refusals, communicators =====================
+
+// The fake NCCL's control API (fakes/nccl/fake_nccl_control.h), when the NCCL this process loaded
+// is the fake that XMC_NCCL_LIBRARY names; null members otherwise.
+struct FakeNcclControl {
+    int (*set_faults)(const char *) = nullptr;
+    uint64_t (*live_comms)() = nullptr;
+};
+FakeNcclControl fake_nccl() {
+    FakeNcclControl f;
+    const char *lib = std::getenv("XMC_NCCL_LIBRARY");
+    if (!lib || !*lib) return f;
+    void *h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);  // the copy the backend loaded, if it did
+    if (!h) return f;
+    f.set_faults = reinterpret_cast<int (*)(const char *)>(dlsym(h, "xmc_fake_nccl_set_faults"));
+    f.live_comms = reinterpret_cast<uint64_t (*)()>(dlsym(h, "xmc_fake_nccl_live_comms"));
+    dlclose(h);  // (the backend's reference keeps it loaded)
+    if (!f.set_faults || !f.live_comms) f = FakeNcclControl{};
+    return f;
+}
+constexpr int64_t kNcclSystemError = 2, kNcclInternalError = 3;  // ncclResult_t (nccl.h)
+
+// Skips unless NCCL is a path taken here and the NCCL loaded is the fake, whose faults and ledger
+// the NCCL tests use.
+#define XMC_NEEDS_FAKE_NCCL(fake)                                                                            \
+    do {                                                                                                     \
+        const PathsHere &h_ = paths_here();                                                                  \
+        if (std::find(h_.taken.begin(), h_.taken.end(), XMC_PATH_NCCL) == h_.taken.end())                    \
+            XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' takes no NCCL path over "           \
+                                                        << world().name());                                   \
+        fake = fake_nccl();                                                                                  \
+        if (!fake.set_faults)                                                                                \
+            XMC_SKIP(SkipKind::Unsupported, "the NCCL loaded is not the fake NCCL (XMC_NCCL_LIBRARY), whose "   \
+                                            "faults and ledger this test reads");                             \
+    } while (0)
+
+// With every rank well, an exchange in both directions on every path the ranks do not refuse
+// cleanly succeeds, or is refused (then AFF-PATH's business), never ends in the bound: a round
+// whose send and receive are not posted together (ungrouped NCCL point-to-point, where a send
+// waits for the peer's receive) deadlocks, and the bound can only end it as a failure.
+TEST_P(TransferTest, AFF_NO_HANG_TwoWayExchangeOnEveryPathFinishesWithinTheBound) {
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
+    std::vector<xmc_path> paths;
+    if (const xmc_path p = configured_path(); p != XMC_PATH_AUTO) paths.push_back(p);
+    else
+        for (const auto &t : paths_here().trials)
+            if (!t.refused) paths.push_back(t.path);  // taken, or neither (AFF-PATH's failure)
+    for (xmc_path p : paths) {
+        RunSpec spec;
+        spec.path = p;
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            if (r.status != XMC_ERR_REFUSED) status_ok(r, f);
+        }))) << "path " << path_str(p);
+    }
+}
+
+// One rank's ncclSend fails (the fake's fault script, on that rank only): every rank fails within
+// the bound, each with NCCL's code as its native code (the failing rank's own, the others' from
+// its completion vote).
+TEST_P(TransferTest, AFF_NO_HANG_NcclErrorOnOneRankReachesEveryRankWithItsCode) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 8);
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    // Installed before the rank calls; its peers cannot reach a send before it joins the agreement.
+    spec.tweak = [&](const RankEnv &env, Side &, Side &, xmc_transfer_args &, xmc_group &) {
+        if (env.world_rank == kBadRank) fake.set_faults("fail:ncclSend:ncclSystemError@2");
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        if (env.world_rank == kBadRank) fake.set_faults(nullptr);
+        if (r.status == XMC_OK) return f.push_back("succeeded, though an ncclSend failed");
+        if (r.error.native_code != kNcclSystemError)
+            f.push_back(std::string(xmc_status_string(r.status)) + " with native code " +
+                        std::to_string(r.error.native_code) + ", not ncclSystemError (2): " + r.error.message);
+        if (r.ms > no_hang_bound_ms())
+            f.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                        std::to_string(no_hang_bound_ms()) + " ms");
+    })));
+}
+
+// One rank cannot make the group's NCCL communicator (its ncclCommInitRank fails): it happens
+// before any write, so every rank refuses with NCCL's code, and the targets stay poisoned. A fresh
+// instance, so that no communicator is held already.
+TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_NcclCommunicatorOneRankCannotJoin) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    xmc_open_params params{sizeof(xmc_open_params), nullptr};
+    xmc_instance *fresh = nullptr;
+    ASSERT_EQ(api->open(&params, &fresh), XMC_OK);
+    const Case c = mixed_case();
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    spec.tweak = [&](const RankEnv &env, Side &, Side &, xmc_transfer_args &, xmc_group &) {
+        if (env.world_rank == kBadRank)
+            fake.set_faults("fail:ncclCommInitRankConfig:ncclInternalError@1; fail:ncclCommInitRank:ncclInternalError@1");
+    };
+    const Failures f = run_on(api, fresh, c, spec, [&](const RankEnv &env, const RankResult &r, Failures &out) {
+        if (env.world_rank == kBadRank) fake.set_faults(nullptr);
+        refused_untouched(r, out);
+        if (r.error.native_code != kNcclInternalError)
+            out.push_back("native code " + std::to_string(r.error.native_code) + ", not ncclInternalError (3): " +
+                          r.error.message);
+    });
+    EXPECT_EQ(api->close(fresh), XMC_OK);
+    EXPECT_TRUE(all_ranks_passed(f));
+}
+
+// The NCCL path's communicators belong to the instance: made by its first NCCL transfer, used
+// again by the next, and destroyed when it closes (the fake NCCL's ledger is back where it was).
+TEST_P(TransferTest, AFF_PATH_NcclCommunicatorsGoWithTheInstance) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    const uint64_t before = fake.live_comms();
+    xmc_open_params params{sizeof(xmc_open_params), nullptr};
+    xmc_instance *fresh = nullptr;
+    ASSERT_EQ(api->open(&params, &fresh), XMC_OK);
+    const Case c = mixed_case();
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    uint64_t during = 0;
+    for (int k = 0; k < 2; ++k) {
+        EXPECT_TRUE(all_ranks_passed(run_on(api, fresh, c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            arrived(r, f);
+        }))) << "transfer " << k;
+        if (k == 0) {
+            during = fake.live_comms();
+        } else {
+            EXPECT_EQ(fake.live_comms(), during) << "a second transfer of the group made another communicator";
+        }
+    }
+    EXPECT_GT(during, before) << "no communicator was made";
+    EXPECT_EQ(api->close(fresh), XMC_OK);
+    EXPECT_EQ(fake.live_comms(), before) << "closing the instance left " << fake.live_comms() - before
+                                         << " NCCL communicators alive";
+}
+
+// ===================== the fault sweep of transfers (AFF-NO-HANG) =====================
+
+// One run of the transfer scenario (fault_sweep.hpp): three ranks, threads of this process over
+// the threads transport, sharing the run's instance, on devices 0, 1, 0 (one per rank, round
+// robin): every rank's buffers are device memory, each target written by local copies and by
+// segments from both other ranks. The mixed case runs twice, forced on the direct path (peer
+// pulls) and on the staged path (pinned arenas over the transport, in chunks), each transfer one
+// step ("direct transfer_execute", "staged transfer_execute"). Whichever rank's call the fault
+// meets, every rank must return an error in time (none hangs, none reports success), the rank
+// that met it must report XMC_ERR_DRIVER with the driver's code naming transfer_execute, and the
+// driver must hold nothing once the run's instance is closed. Without a fault every target is
+// exact (AFF-EXEC-EXACT).
+constexpr int kSweepRanks = 3;
+constexpr uint32_t kSweepOpTimeoutMs = 150;  // each rank may wait out one operation per peer in turn
+constexpr double kSweepBoundMs = kSweepOpTimeoutMs * (kSweepRanks + 2) + 2000;
+
+struct SweptRank {
+    Memory mem;
+    Side src, tgt;
+    std::vector<uint8_t> expected;  // the target's storage image when the transfer succeeded
+    xmc_status status = XMC_OK;
+    xmc_error_info error{};
+    double ms = 0;
+};
+
+void transfer_phase(Run &r, const std::string &phase, xmc_path path, uint64_t budget) {
+    const std::vector<int> labels = labels_of(kSweepRanks);
+    const Case c = make_case(aff::split_even(kShape, 0, labels), aff::split_even(kShape, 1, labels), 4, budget);
+    const aff::Bytes full = tensor_bytes(c.source.shape, c.elem, c.data_seed);
+    std::vector<SweptRank> ranks(kSweepRanks);
+    bool ready = true;
+    r.step(phase + "-setup");
+    for (int i = 0; ready && i < kSweepRanks; ++i) {
+        SweptRank &k = ranks[size_t(i)];
+        k.mem = Memory{r.api, r.inst, true, i % r.env().devices, nullptr};
+        if (!r.ok(r.api->stream_create(r.inst, k.mem.ordinal, &k.mem.stream), "stream_create")) {
+            ready = false;
+            break;
+        }
+        const aff::Bytes src_shard = *aff::extract_shard(c.source, i, full, c.elem);
+        const aff::Bytes tgt_shard = *aff::extract_shard(c.target, i, full, c.elem);
+        k.src = make_side(c.source, i, c.src_layout, c.elem, &src_shard);
+        k.tgt = make_side(c.target, i, c.tgt_layout, c.elem, nullptr);
+        k.expected = make_side(c.target, i, c.tgt_layout, c.elem, &tgt_shard).store;
+        try {
+            k.src.put(k.mem);
+            k.tgt.put(k.mem);
+        } catch (const std::exception &) {
+            // Only a site of a timing-dependent entry point lands here; the detail is the call's.
+            r.ok(XMC_ERR_DRIVER, "dev_alloc/copy");
+            ready = false;
+        }
+    }
+    if (ready) {
+        const std::vector<xmc_segment> segs = abi_segments(c.plan);
+        const std::vector<xmc_plan_layout> layouts = plan_layouts(c, XMC_MEM_DEVICE);
+        ThreadsMailbox box(kSweepRanks, kSweepOpTimeoutMs);
+        r.step(phase + " transfer_execute");
+        std::vector<std::thread> threads;
+        for (int i = 0; i < kSweepRanks; ++i)
+            threads.emplace_back([&, i] {
+                SweptRank &k = ranks[size_t(i)];
+                std::vector<int32_t> group_labels(labels.begin(), labels.end());
+                const xmc_group g{i, kSweepRanks, group_labels.data(), box.endpoint(i), kSweepOpTimeoutMs};
+                std::vector<xmc_path> paths(size_t(kSweepRanks), XMC_PATH_AUTO);
+                xmc_transfer_args a{};
+                a.struct_size = sizeof a;
+                a.plan = xmc_plan_view{segs.data(), segs.size(), c.plan.digest};
+                a.source = k.src.buf;
+                a.target = k.tgt.buf;
+                a.elem_size = c.elem;
+                a.staging_budget = c.budget;
+                a.group = &g;
+                a.stream = k.mem.stream;
+                a.path = path;
+                a.peer_paths = paths.data();
+                a.layouts = layouts.data();
+                a.layout_count = layouts.size();
+                xmc_transfer_stats stats{};
+                const auto t0 = std::chrono::steady_clock::now();
+                k.status = r.api->transfer_execute(r.inst, &a, &stats);
+                k.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+                r.api->last_error(r.inst, &k.error);  // this thread's
+            });
+        for (auto &t : threads) t.join();
+        r.step(phase + "-check");
+        int failed = 0, reporting = -1;
+        for (int i = 0; i < kSweepRanks; ++i) {
+            const SweptRank &k = ranks[size_t(i)];
+            failed += k.status != XMC_OK;
+            if (k.ms > kSweepBoundMs)
+                r.problem("AFF-NO-HANG: rank " + std::to_string(i) + " returned after " + std::to_string(int(k.ms)) +
+                          " ms, over the bound of " + std::to_string(int(kSweepBoundMs)) + " ms");
+            // The rank that met the fault: a driver error of its own with the code. A peer's code in
+            // another rank's error (peer_failed) is how the failure reached that rank.
+            if (reporting < 0 && k.status == XMC_ERR_DRIVER && k.error.native_code == r.code()) reporting = i;
+        }
+        if (failed > 0 && failed < kSweepRanks) {
+            std::string who;
+            for (int i = 0; i < kSweepRanks; ++i)
+                who += "\n  rank " + std::to_string(i) + ": " + xmc_status_string(ranks[size_t(i)].status) +
+                       " [native " + std::to_string(ranks[size_t(i)].error.native_code) + "] " +
+                       ranks[size_t(i)].error.message;
+            r.problem("AFF-NO-HANG: " + std::to_string(kSweepRanks - failed) + " rank(s) reported success while " +
+                      std::to_string(failed) + " failed:" + who);
+        }
+        if (failed > 0) {
+            const SweptRank &k = ranks[size_t(reporting >= 0 ? reporting : 0)];
+            if (reporting < 0 && r.fired())
+                r.problem("no rank's error is the injected fault (driver_error with native code " +
+                          std::to_string(r.code()) + "); rank 0 got " + xmc_status_string(k.status) + " [native " +
+                          std::to_string(k.error.native_code) + "] " + k.error.message);
+            else
+                r.ok_with(k.status, k.error, "transfer_execute");
+        } else {
+            // AFF-EXEC-EXACT: success is exact on every rank.
+            for (int i = 0; i < kSweepRanks; ++i) {
+                SweptRank &k = ranks[size_t(i)];
+                try {
+                    k.tgt.fetch();
+                } catch (const std::exception &) {
+                    r.ok(XMC_ERR_DRIVER, "copy");
+                    continue;
+                }
+                if (const std::string d = first_difference(k.tgt.store, k.expected, c.elem); !d.empty())
+                    r.problem("rank " + std::to_string(i) + " reported success, but its target differs: " + d);
+            }
+        }
+    }
+    r.step(phase + "-teardown");
+    for (SweptRank &k : ranks) {
+        k.src.release();
+        k.tgt.release();
+        if (k.mem.stream)
+            if (!r.ok(r.api->stream_destroy(r.inst, k.mem.stream), "stream_destroy"))
+                r.must_succeed(r.api->stream_destroy(r.inst, k.mem.stream), "stream_destroy", "the retry");
+    }
+}
+
+void transfer_scenario(Run &r) {
+    if (r.inst && r.problems.empty()) transfer_phase(r, "direct", XMC_PATH_DIRECT, 4096);
+    if (r.inst && r.problems.empty()) transfer_phase(r, "staged", XMC_PATH_STAGED, 16);
+    r.close();
+}
+const Scenario kTransfer{"transfer", transfer_scenario};
+
+TEST_P(FaultSweep, AFF_NO_HANG_FaultSweepOfTheDirectPathFailsEveryRankInTimeWithTheCode) {
+    sweep(kTransfer, {"direct"});
+}
+
+TEST_P(FaultSweep, AFF_NO_HANG_FaultSweepOfTheStagedPathFailsEveryRankInTimeWithTheCode) {
+    sweep(kTransfer, {"staged"});
+}
+
+} // namespace
+} // namespace xmc::conformance
