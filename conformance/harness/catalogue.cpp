@@ -49,20 +49,23 @@ bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std:
         if (r.id.empty() || r.summary.empty() || r.tiers.empty() || r.capabilities.empty()) bad = "four tab-separated fields";
         for (const auto &c : r.capabilities)
             if (c != "model" && c != "always" && !capability_bit(c)) bad = "a known capability, not '" + c + "'";
-        // The optional fifth column says why the requirement may not share the machine: always,
-        // or only when its device is one other processes share (a GPU, not the host backend's
-        // model of one nor a fake driver's, which each process has to itself).
-        constexpr const char *kAlone = "alone: ", *kShared = "alone on a shared device: ";
+        // The optional fifth column says how the requirement shares the machine under --jobs:
+        // never, or only when its device is one other processes share (a GPU, not the host
+        // backend's model of one nor a fake driver's, which each process has to itself); or
+        // that its tests mostly sleep, so it runs in the waiting lane.
+        constexpr const char *kAlone = "alone: ", *kShared = "alone on a shared device: ", *kWaits = "waits: ";
         if (bad.empty() && !alone.empty()) {
-            const std::string a = kAlone, sh = kShared;
+            const std::string a = kAlone, sh = kShared, w = kWaits;
             if (alone.rfind(sh, 0) == 0 && alone.size() > sh.size()) {
                 r.alone = alone.substr(sh.size());
                 r.alone_if_shared = true;
             } else if (alone.rfind(a, 0) == 0 && alone.size() > a.size()) {
                 r.alone = alone.substr(a.size());
+            } else if (alone.rfind(w, 0) == 0 && alone.size() > w.size()) {
+                r.waits = alone.substr(w.size());
             } else {
-                bad = "a fifth field 'alone: <why it cannot share the machine>', 'alone on a shared device: <why>' "
-                      "or none, not '" + alone + "'";
+                bad = "a fifth field 'alone: <why it cannot share the machine>', 'alone on a shared device: <why>', "
+                      "'waits: <why its tests mostly sleep>' or none, not '" + alone + "'";
             }
         }
         if (!bad.empty()) {

@@ -23,6 +23,9 @@ struct Requirement {
     // "alone on a shared device: <why>": alone only when the backend's device is shared with
     // other processes (qualify finds out, device_shared()).
     bool alone_if_shared = false;
+    // Why its tests mostly sleep (the fifth column "waits: <why>"): `qualify --jobs N` runs
+    // such rows one at a time in a lane beside the N. "" for the others.
+    std::string waits;
 
     std::string test_prefix() const;  // "PIN_FREE_"
     bool in_tier(const std::string &t) const;

@@ -188,7 +188,7 @@ int list_requirements(bool check) {
         std::string tiers;
         for (const auto &x : r.tiers) tiers += (tiers.empty() ? "" : ",") + x;
         std::printf("%-24s %-22s %-22s tests=%-3d %s%s\n", r.id.c_str(), caps.c_str(), tiers.c_str(), n,
-                    r.summary.c_str(), r.alone.empty() ? "" : r.alone_if_shared ? " [alone on a shared device]" : " [alone]");
+                    r.summary.c_str(), !r.waits.empty() ? " [waits]" : r.alone.empty() ? "" : r.alone_if_shared ? " [alone on a shared device]" : " [alone]");
         if (check && needed && n == 0 && r.in_tier("pr")) {
             std::fprintf(stderr, "xmc: requirement %s (capabilities %s, declared by a built backend) has no test\n",
                          r.id.c_str(), caps.c_str());
@@ -308,7 +308,8 @@ int main(int argc, char **argv) {
         ->check(size_list())
         ->needs(bench_flag);
     qualify_cmd->add_option("--jobs", q.jobs, "Requirements run at once, each in its own child processes "
-                                              "(a catalogue row marked alone runs by itself)")
+                                              "(a catalogue row marked alone runs by itself; one marked waits, "
+                                              "in a lane beside the N)")
         ->check(at_least(1))
         ->capture_default_str();
     std::string shard;

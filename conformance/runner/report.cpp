@@ -314,7 +314,8 @@ bool write_report(const std::string &dir, std::string *error) {
     std::vector<std::string> made;
     if (results.value("jobs", 1) > 1)
         made.push_back("Requirements ran " + std::to_string(results.value("jobs", 1)) +
-                       " at a time (--jobs); the catalogue's alone rows by themselves.");
+                       " at a time (--jobs); the catalogue's alone rows by themselves, its waiting rows one at a "
+                       "time beside the others.");
     if (results["shard"].is_object())
         made.push_back("Shard " + std::to_string(results["shard"].value("index", 0)) + "/" +
                        std::to_string(results["shard"].value("count", 0)) +

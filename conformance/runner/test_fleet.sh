@@ -47,6 +47,13 @@ else bad "--jobs 2 verdicts differ from the serial run:"; cat "$work/jobs2.diff"
 [ "$(head -n1 "$serial/summary.txt")" = "$(head -n1 "$work/jobs2/summary.txt")" ] && ok "--jobs 2 summary: $(cat "$work/jobs2/summary.txt")" ||
   bad "--jobs 2 summary '$(cat "$work/jobs2/summary.txt")' is not the serial '$(cat "$serial/summary.txt")'"
 jq -e '.jobs == 2' "$work/jobs2/results.json" >/dev/null && ok "results.json records jobs 2" || bad "results.json does not record --jobs 2"
+ran=$(grep -E "^xmc qualify: [0-9]+ requirement\(s\) ran in [0-9.]+ s \(--jobs 2\)$" "$work/jobs2.log")
+[ -n "$ran" ] && ok "--jobs 2 says how long it took: ${ran#xmc qualify: }" || bad "--jobs 2 does not say how long the requirements took"
+# The rows whose tests mostly sleep run in the waiting lane, and say so.
+for id in COPY-REUSE AFF-STAGING-REUSE; do
+  "$xmc" where "$id" | grep -q "runs in the waiting lane under qualify --jobs: " && ok "$id is a waiting row" ||
+    bad "xmc where $id does not name the waiting lane"
+done
 # The host backend's device is each process's own: the VMM rows share the machine.
 grep -q "another saw 1073741824 bytes free: each process's own; the rows 'alone on a shared device' run beside the others" \
   "$work/jobs2.log" && ok "--jobs 2 finds the host device private to each process" ||

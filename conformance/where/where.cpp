@@ -42,7 +42,8 @@ int where_command(const std::string &id) {
     for (const auto &t : req->tiers) tiers += (tiers.empty() ? "" : ",") + t;
     std::printf("%s: %s\n  capabilities %s; tiers %s%s (conformance/requirements.tsv)\n\n", req->id.c_str(),
                 req->summary.c_str(), caps.c_str(), tiers.c_str(),
-                req->alone.empty() ? ""
+                !req->waits.empty() ? ("; runs in the waiting lane under qualify --jobs: " + req->waits).c_str()
+                : req->alone.empty() ? ""
                 : ((req->alone_if_shared ? "; runs alone under qualify --jobs on a device other processes share: "
                                          : "; runs alone under qualify --jobs: ") + req->alone).c_str());
 
