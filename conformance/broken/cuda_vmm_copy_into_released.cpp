@@ -1,5 +1,5 @@
 // xmc-selftest: fails VMM-UNMAPPED-FAULTS,VMM-ERROR-CLEAR,VMM-BATCH-PARTIAL
-// xmc-selftest: may-fail VMM-DEFERRED: its fault sweep probes a released slot with a copy only at the sites where the fault lands after the release, and on CUDA which cuCtxPushCurrent call that is depends on the driver's callback thread; 1 run in 3 here reached it
+// xmc-selftest: may-fail VMM-DEFERRED,VMM-CLOSE: their fault sweeps probe a released slot with a copy only at the sites where the fault lands after the release, and on CUDA which cuCtxPushCurrent call that is depends on the driver's callback thread; 1 run in 3 here reached VMM-DEFERRED's, and a loaded 2-core run reached VMM-CLOSE's (site 50, cuCtxPushCurrent #73 in close)
 // xmc-selftest: base cuda
 // xmc-selftest: filter VMM-*
 // xmc-selftest: env RC_PARAMS=max_success=20
