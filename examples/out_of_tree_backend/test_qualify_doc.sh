@@ -3,15 +3,18 @@
 # the document shows it. Every ```sh block preceded by <!-- workflow --> is
 # extracted and run in order, with the document's variables set here; then
 # the outcomes the document describes are checked.
-# Usage: test_qualify_doc.sh <docs/qualify.md> <xmc build dir> <example source dir> <work dir>
+# With a fifth argument `tsan` (a build with the ThreadSanitizer twins: docs.qualify_tsan), the
+# blocks marked <!-- workflow tsan --> run too, in their place.
+# Usage: test_qualify_doc.sh <docs/qualify.md> <xmc build dir> <example source dir> <work dir> [tsan]
 set -euo pipefail
 doc=$1
 export XMC_BUILD=$2 SRC=$3 WORK=$4
+tsan=${5:-}
 export XMC_PREFIX=$WORK/prefix
 rm -rf "$WORK" && mkdir -p "$WORK"
 
 # The marked blocks, in order.
-awk '/^<!-- workflow -->$/ { marked = 1; next }
+awk -v tsan="$tsan" '/^<!-- workflow -->$/ || (tsan == "tsan" && /^<!-- workflow tsan -->$/) { marked = 1; next }
      marked && /^```sh/ { inside = 1; next }
      inside && /^```/   { inside = 0; marked = 0; next }
      inside             { print }' "$doc" >"$WORK/workflow.sh"
@@ -39,5 +42,10 @@ check "the must-pass list is model + always + pin" '^# lists: model always pin$'
 check "a waiver of a passing requirement fails the run" 'PIN-THREADS +failed +unexpected pass' "$WORK/workflow.log"
 check "the waiver file is in that package" '^PIN-THREADS	example	\*	known race' "$WORK/results-waived/waivers.tsv"
 check "xmc verify accepts the package" "$WORK/results: complete and consistent" "$WORK/workflow.log"
+if [ "$tsan" = tsan ]; then
+  check "the example qualifies under ThreadSanitizer (section 9)" 'failed:0' "$WORK/results-tsan/summary.txt"
+  check "its children were the TSan runner over the example's TSan build" \
+    'under ThreadSanitizer: .*/lib/xmc/tsan/xmc run --backend .*/build/tsan/libxmc_backend_example.so' "$WORK/workflow.log"
+fi
 [ "$fails" -eq 0 ] || { echo "docs.qualify_workflow: $fails check(s) failed"; exit 1; }
 echo "docs.qualify_workflow: the document's commands work as it says"
