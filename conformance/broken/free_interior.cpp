@@ -1,6 +1,7 @@
 // xmc-selftest: fails PIN-FREE
 // xmc-selftest: filter PIN-*
 // xmc-selftest: timeout 5
+// xmc-selftest: quick
 // Bug (seed 001): the free is tied to whatever pointer the caller holds, so a
 // free through an interior pointer (a view) releases the whole allocation.
 #include "broken.hpp"

@@ -3,6 +3,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 240
+// xmc-selftest: quick
 // Bug (VMM-GRAPH): a capture resolves a copy's slot address to the physical
 // memory mapped there at capture time (here: a second mapping of the slot's
 // memfd), as a graph implementation that bakes physical pages into its nodes

@@ -2,6 +2,7 @@
 // xmc-selftest: filter AFF-*
 // xmc-selftest: timeout 60
 // xmc-selftest: ctest-timeout 300
+// xmc-selftest: quick
 // Bug: the check of a buffer against the layout the plan was made for compares shapes, offsets, kinds and element sizes but not strides (a
 // layout check written for dense buffers of one memory kind), so a buffer laid out otherwise than
 // the plan assumed is taken, and a rank that pulls by the plan's layout reads the wrong elements.

@@ -2,6 +2,7 @@
 // xmc-selftest: filter REG-*
 // xmc-selftest: timeout 60
 // xmc-selftest: needs-mlock
+// xmc-selftest: quick
 // Bug: a tracking entry left behind. Unregister releases the range, but its
 // (base, size) stays in a cache of "ranges known to the driver"; a later
 // registration of the same range, after the caller freed the memory and got

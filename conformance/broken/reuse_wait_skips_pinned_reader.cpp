@@ -1,6 +1,7 @@
 // xmc-selftest: fails COPY-REUSE
 // xmc-selftest: filter COPY-*
 // xmc-selftest: timeout 60
+// xmc-selftest: quick
 // Bug: a stream wait does not wait for an event recorded on a stream that is
 // still busy reading a pinned buffer. The backend treats a copy out of pinned
 // memory as done with the buffer once it is enqueued (as a caching allocator

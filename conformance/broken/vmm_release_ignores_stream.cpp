@@ -4,6 +4,7 @@
 // xmc-selftest: timeout 60
 // xmc-selftest: env RC_PARAMS=max_success=20
 // xmc-selftest: ctest-timeout 180
+// xmc-selftest: quick
 // Bug: a release is enqueued on the backend's own idle stream instead of the
 // caller's, so it takes effect at once, before the work the caller enqueued
 // ahead of it (a graph launch too: VMM-GRAPH-ORDER), and a capturing caller's
