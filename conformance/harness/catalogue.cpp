@@ -1,5 +1,7 @@
 #include "catalogue.hpp"
 
+#include <fnmatch.h>
+
 #include <sstream>
 #include <stdexcept>
 
@@ -18,6 +20,43 @@ bool Requirement::in_tier(const std::string &t) const {
     for (const auto &x : tiers)
         if (x == t) return true;
     return false;
+}
+
+static std::vector<std::string> split_filter(const std::string &filter) {
+    std::vector<std::string> globs;
+    size_t start = 0;
+    while (true) {
+        const size_t comma = filter.find(',', start);
+        globs.push_back(filter.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+        if (comma == std::string::npos) return globs;
+        start = comma + 1;
+    }
+}
+
+std::string filter_problem(const std::string &filter) {
+    if (filter.empty()) return "";
+    for (const std::string &g : split_filter(filter))
+        if (g.empty() || g == "-")
+            return "'" + filter + "' has an empty glob (globs are separated by ',', an exclusion is '-GLOB')";
+    return "";
+}
+
+bool filter_matches(const std::string &filter, const std::string &id) {
+    if (filter.empty()) return true;
+    bool any_positive = false, positive = false;
+    for (const std::string &g : split_filter(filter)) {
+        if (!g.empty() && g[0] == '-') {
+            if (fnmatch(g.c_str() + 1, id.c_str(), 0) == 0) return false;
+        } else {
+            any_positive = true;
+            positive = positive || fnmatch(g.c_str(), id.c_str(), 0) == 0;
+        }
+    }
+    return positive || !any_positive;
+}
+
+bool Requirement::selected_by(const std::string &filter, const std::string &tier) const {
+    return filter_matches(filter, id) && (tier.empty() || in_tier(tier));
 }
 
 std::string Requirement::missing_capability(xmc_caps declared) const {

@@ -29,10 +29,19 @@ struct Requirement {
 
     std::string test_prefix() const;  // "PIN_FREE_"
     bool in_tier(const std::string &t) const;
+    // In the selection of `--filter F --tier T` (either empty: no condition).
+    bool selected_by(const std::string &filter, const std::string &tier) const;
     // The first capability of the row that `declared` lacks, or "" when none is missing
     // ("model" rows need none).
     std::string missing_capability(xmc_caps declared) const;
 };
+
+// --filter: comma-separated globs, each '-GLOB' an exclusion, as --gtest_filter users expect of
+// its ':' and '-' ("VMM-*,GRAPH-*,-VMM-SPEED"): an ID is selected when it matches one of the other
+// globs (or there are none: "-*-SPEED" is everything but the speed rows) and no exclusion.
+bool filter_matches(const std::string &filter, const std::string &id);
+// Why a --filter is malformed (an empty glob: "PIN-*,", ",-", "-"), or "" when it is not.
+std::string filter_problem(const std::string &filter);
 
 const std::vector<Requirement> &catalogue();
 // Parses catalogue text (the embedded one, or a file for `list-requirements

@@ -60,6 +60,11 @@ CLI::Validator size_list() {
         "SIZE[,SIZE...]");
 }
 
+// --filter GLOB[,GLOB...][,-GLOB...] (filter_problem says what is wrong).
+CLI::Validator filter_spec() {
+    return CLI::Validator([](std::string &text) { return filter_problem(text); }, "GLOB[,GLOB...][,-GLOB...]");
+}
+
 // --shard I/N (parse_shard says what is wrong).
 CLI::Validator shard_spec() {
     return CLI::Validator(
@@ -283,7 +288,10 @@ int main(int argc, char **argv) {
     std::string bench_sizes;
     qualify_cmd->add_option("--backend", backend, "Backend name or library path")->required();
     qualify_cmd->add_option("--out", q.out_dir, "Folder that receives the package")->required();
-    qualify_cmd->add_option("--filter", q.filter, "Only the requirements whose ID matches this glob, e.g. 'PIN-*'");
+    qualify_cmd->add_option("--filter", q.filter,
+                            "Only the requirements whose ID matches one of these comma-separated globs and no "
+                            "'-GLOB' exclusion, e.g. 'PIN-*', 'VMM-*,GRAPH-*', 'AFF-*,-AFF-SPEED'")
+        ->check(filter_spec());
     qualify_cmd->add_option("--tier", q.tier, "Only the requirements of this tier (requirements.tsv, third column)")
         ->check(CLI::IsMember(catalogue_tiers()));
     qualify_cmd->add_option("--mustpass", q.mustpass, "Hold the backend to the must-pass lists of this suite version")

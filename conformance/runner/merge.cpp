@@ -4,7 +4,6 @@
 #include "package.hpp"
 #include "report.hpp"
 
-#include <fnmatch.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -111,7 +110,7 @@ int merge(const std::vector<std::string> &dirs, const std::string &out_dir) {
     std::vector<std::string> gaps;
     size_t position = 0;
     for (const auto &row : catalogue()) {
-        if (!(filter.empty() || fnmatch(filter.c_str(), row.id.c_str(), 0) == 0) || !(tier.empty() || row.in_tier(tier))) continue;
+        if (!row.selected_by(filter, tier)) continue;
         const int owner = static_cast<int>(position++ % shards[0].count) + 1;
         if (!holder.count(row.id)) {
             gaps.push_back(row.id + " (shard " + std::to_string(owner) + "/" + std::to_string(shards[0].count) + ")");

@@ -8,7 +8,6 @@
 #include "sanitize.hpp"
 
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -479,8 +478,7 @@ int qualify(const QualifyOptions &opts) {
     } else {
         size_t position = 0;
         for (const auto &r : catalogue()) {
-            if (!(o.filter.empty() || fnmatch(o.filter.c_str(), r.id.c_str(), 0) == 0) || !(o.tier.empty() || r.in_tier(o.tier)))
-                continue;
+            if (!r.selected_by(o.filter, o.tier)) continue;
             if (!o.shard_count || static_cast<int>(position % o.shard_count) == o.shard_index - 1) selected.push_back(&r);
             ++position;
         }

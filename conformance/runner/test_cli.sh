@@ -94,6 +94,14 @@ expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.2\.0' mustpass --che
 
 # --tier runs the rows of that tier only (requirements.tsv): REG-SPEED is gpu1's alone.
 expect 0 '^xmc: tests:16 passed' qualify --backend host --tier gpu2 --filter 'REG-*' --out "$work/tier-gpu2"
+# --filter: comma-separated globs and -GLOB exclusions (as --gtest_filter's ':' and '-').
+expect 0 '^xmc: tests:3 passed:3 ' qualify --backend host --filter 'PIN-FREE,PIN-QUERY,REG-ARGS' --out "$work/filter-list"
+expect 0 '^xmc: tests:2 passed:2 ' qualify --backend host --filter 'PIN-FREE,PIN-QUERY,REG-ARGS,-REG-*' --out "$work/filter-excl"
+expect 0 '\] PIN-ALLOC ' qualify --backend host --filter 'PIN-A*,-PIN-AFTER-FREE,-PIN-ACCOUNT' --out "$work/filter-one"
+expect 0 '^xmc: tests:1 passed:1 ' qualify --backend host --filter 'PIN-A*,-PIN-AFTER-FREE,-PIN-ACCOUNT' --out "$work/filter-one2"
+expect 2 "xmc qualify: the filter 'PIN-\*,-PIN-\*' selects no requirement" qualify --backend host --filter 'PIN-*,-PIN-*' --out "$work/filter-none"
+expect 2 "xmc qualify: --filter: 'PIN-\*,' has an empty glob" qualify --backend host --filter 'PIN-*,' --out "$work/filter-bad"
+expect 2 "xmc qualify: --filter: '-' has an empty glob" qualify --backend host --filter '-' --out "$work/filter-bad"
 expect 0 '^\[ 1/1\] REG-SPEED +unsupported +measured by the hardware tier \(gpu1\)' \
   qualify --backend host --tier gpu1 --filter 'REG-SPEED' --out "$work/tier-gpu1"
 expect 2 "xmc qualify: the filter 'PIN-\*' in tier multirank selects no requirement" \

@@ -5,7 +5,6 @@
 #include "package.hpp"
 #include "report.hpp"
 
-#include <fnmatch.h>
 #include <unistd.h>
 
 #include <pugixml.hpp>
@@ -491,9 +490,7 @@ void check_fleet(const std::string &dir, const json &results, const json &env, P
     // A shard: its share of the selection, exactly.
     std::vector<std::string> selection;  // the catalogue rows of the package's filter and tier
     for (const auto &row : catalogue())
-        if ((results.value("filter", "").empty() || fnmatch(results.value("filter", "").c_str(), row.id.c_str(), 0) == 0) &&
-            (results.value("tier", "").empty() || row.in_tier(results.value("tier", ""))))
-            selection.push_back(row.id);
+        if (row.selected_by(results.value("filter", ""), results.value("tier", ""))) selection.push_back(row.id);
     std::set<std::string> have;
     for (const auto &r : member(results, {"requirements"})) have.insert(r.value("id", ""));
     if (member(results, {"shard"}).is_object()) {
