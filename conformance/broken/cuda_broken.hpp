@@ -73,6 +73,7 @@ inline Registry &registry() {
 struct ChunkBugs {
     bool keep_earlier_chunks = false;       // a refused chunk k leaves chunks 1..k-1 registered
     bool release_first_chunk_only = false;  // unregister releases chunk 1 and forgets the rest
+    bool close_first_chunk_only = false;    // the last close releases chunk 1 of each and forgets the rest
 };
 inline ChunkBugs &chunk_bugs() {
     static ChunkBugs b;
@@ -222,19 +223,27 @@ inline xmc_status own_close_report(xmc_instance *inst, xmc_close_report *out) {
         std::lock_guard<std::mutex> lock(r.mu);
         while (!r.ranges.empty()) {
             auto it = r.ranges.begin();
-            void *base = reinterpret_cast<void *>(it->first);
+            const uintptr_t a = it->first;
+            const size_t size = it->second.size;
+            // Every chunk (REG-LARGE), as the reference's close releases them.
+            const uintptr_t end = chunk_bugs().close_first_chunk_only
+                                      ? std::min<uintptr_t>(a + size, a + kRegChunkBytes)
+                                      : a + size;
             CUresult res = CUDA_SUCCESS;
             {
                 CtxScope scope(d, it->second.ctx);
                 res = scope.result();
-                if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
+                for (uintptr_t c = a; res == CUDA_SUCCESS && c < end; c += kRegChunkBytes) {
+                    res = d.cuMemHostUnregister(reinterpret_cast<void *>(c));
+                    if (res != CUDA_SUCCESS) break;
+                    std::lock_guard<std::mutex> dl(d.mu);
+                    --d.registrations;
+                }
             }
             if (res != CUDA_SUCCESS)
-                return be::fail(inst, XMC_ERR_DRIVER, res, "close", "close: cuMemHostUnregister(%p) failed with %d", base,
-                                static_cast<int>(res));
+                return be::fail(inst, XMC_ERR_DRIVER, res, "close", "close: cuMemHostUnregister of [%p, +%zu) failed with %d",
+                                reinterpret_cast<void *>(a), size, static_cast<int>(res));
             r.ranges.erase(it);
-            std::lock_guard<std::mutex> dl(d.mu);
-            --d.registrations;
             ++released;
         }
     }

@@ -1,11 +1,12 @@
-// xmc-selftest: fails REG-UNREG-FAIL,REG-REUSE
+// xmc-selftest: fails REG-UNREG-FAIL,REG-REUSE,REG-CLOSE
 // xmc-selftest: base cuda
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
 // xmc-selftest: ctest-timeout 120
 // Bug (on CUDA): unregister ignores a failed
 // cuMemHostUnregister, drops the registration and reports success, so the
-// caller frees pages the driver still maps.
+// caller frees pages the driver still maps, and the last close does not release what the driver
+// kept (REG-CLOSE: the entry is gone).
 #include "cuda_broken.hpp"
 
 namespace xmc::broken_cuda {

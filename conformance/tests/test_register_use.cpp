@@ -511,6 +511,64 @@ TEST_P(RegTest, REG_CLOSE_LastCloseUnregistersEveryRegistration) {
     }
 }
 
+// A registration split into chunks (REG-LARGE) and still held at the last close is every one of its
+// chunks: the close releases each and counts the registration once. A close that released only the
+// chunk at the base (the CUDA reference's did) left the others registered in the driver and the
+// device's primary context retained. Twice: the whole registration held; then one whose unregister
+// the driver refused at the second chunk, which keeps the chunks from there on registered
+// (REG-UNREG-FAIL), and the close must release those.
+TEST_P(RegTest, REG_CLOSE_LastCloseReleasesEveryChunkOfASplitRegistration) {
+    if (!api->close_report)
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' has no close_report (its table ends before it)");
+    const xmc_reg_large_info info = large_policy(api, inst);
+    if (info.policy != XMC_REG_LARGE_SPLIT)
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' declares the large-registration policy '"
+                                                    << large_name(info.policy) << "', not split");
+    XMC_REQUIRE_FAULTS();
+    ASSERT_TRUE(extra_.empty());
+    const size_t limit = static_cast<size_t>(info.limit), n = 2 * limit + page_size();
+    Mapping m(n);
+    ASSERT_NE(m.p, nullptr);
+    const std::string split = std::string("size_limit:") + control_->register_entry + ":" + std::to_string(limit) +
+                              ":" + control_->reject_register_name;
+    for (const bool fail_second_chunk : {false, true}) {
+        SCOPED_TRACE(fail_second_chunk ? "an unregister refused at chunk 2 first" : "the whole registration held");
+        ASSERT_EQ(control_->set_faults(split.c_str()), 0) << split;
+        XMC_ASSERT_STATUS(XMC_OK, reg(m.p, n, 0));
+        ASSERT_EQ(driver_registrations_in(*control_, m.p, n).size(), 3u) << control_->ledger_text();
+        size_t held = 3;
+        if (fail_second_chunk) {
+            // The driver's "fail the next release" script, moved to its second call.
+            std::string second = control_->fail_next_unregister;
+            ASSERT_GE(second.size(), 2u);
+            ASSERT_EQ(second.substr(second.size() - 2), "@1") << second;
+            second.back() = '2';
+            ASSERT_EQ(control_->set_faults(second.c_str()), 0) << second;
+            XMC_EXPECT_REFUSED(XMC_ERR_DRIVER, api->reg_unregister(inst, m.p), "reg_unregister")
+                << "the driver refused the second chunk's release";
+            held = driver_registrations_in(*control_, m.p, n).size();
+            EXPECT_EQ(held, 2u) << "the chunks from the refused one on stay registered:\n" << control_->ledger_text();
+        }
+        ASSERT_EQ(control_->set_faults(""), 0);
+        xmc_close_report report{};
+        xmc_instance *closing = inst;
+        inst = nullptr;  // closed here; reopened below (and TearDown closes that one)
+        XMC_ASSERT_STATUS(XMC_OK, api->close_report(closing, &report));
+        EXPECT_EQ(report.registrations, 1u) << "the split registration (" << held
+                                            << " chunks held) is one registration released by the last close";
+        EXPECT_TRUE(driver_registrations_in(*control_, m.p, n).empty())
+            << "the last close left chunks of the split registration registered:\n" << control_->ledger_text();
+        EXPECT_EQ(control_->live_objects(), 0u) << "the last close left driver objects behind:\n"
+                                                << control_->ledger_text();
+        xmc_open_params params{sizeof params, nullptr};
+        XMC_ASSERT_STATUS(XMC_OK, api->open(&params, &inst));
+        EXPECT_EQ(query(m.p + limit).registered, 0) << "the range is still registered after the last close";
+        // The driver takes the whole range again (a chunk it still held would be refused).
+        XMC_EXPECT_STATUS(XMC_OK, reg(m.p, n, 0));
+        XMC_EXPECT_STATUS(XMC_OK, api->reg_unregister(inst, m.p));
+    }
+}
+
 TEST_P(RegTest, REG_CLOSE_ClosingOneOfTwoUnregistersNothing) {
     if (!api->close_report)
         XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' has no close_report (its table ends before it)");

@@ -81,6 +81,36 @@ CUresult release_chunks(Driver &d, uintptr_t a, uintptr_t end, uintptr_t *kept) 
     return CUDA_SUCCESS;
 }
 
+// Releases registration `it` whole, in the context that made it (REG-SAME-CONTEXT), every chunk
+// (REG-LARGE), and uncounts what went. A chunk the driver refuses stops the release: the chunks
+// from it on stay registered, and so does the entry, from that chunk's base (a retry releases the
+// rest). *kept is that base (the end when every chunk went); the driver's code comes back.
+CUresult release_registration(Driver &d, RegRegistry &r, std::map<uintptr_t, Registration>::iterator it,
+                              uintptr_t *kept) {
+    const uintptr_t a = it->first;
+    const size_t size = it->second.size;
+    CUresult res = CUDA_SUCCESS;
+    *kept = a;
+    {
+        CtxScope scope(d, it->second.ctx);
+        res = scope.result();
+        if (res == CUDA_SUCCESS) res = release_chunks(d, a, a + size, kept);
+    }
+    {
+        std::lock_guard<std::mutex> dl(d.mu);
+        d.registrations -= chunks_in(a, *kept);
+    }
+    if (res == CUDA_SUCCESS) {
+        r.ranges.erase(it);
+    } else if (*kept != a) {
+        Registration rest = it->second;
+        rest.size = a + size - *kept;
+        r.ranges.erase(it);
+        r.ranges[*kept] = rest;
+    }
+    return res;
+}
+
 } // namespace
 
 xmc_reg_align_policy reg_align_policy(xmc_instance *) { return XMC_REG_ALIGN_REFUSE; }
@@ -208,33 +238,17 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
                                  : "is not inside any registered range");
     }
     Driver &d = Driver::get();
-    // Released in the context that registered it (REG-SAME-CONTEXT).
-    // REG-LARGE: every chunk. A chunk that fails stops the release; the chunks
-    // from it on stay registered, and so does the entry, from that chunk's base
-    // (a retry releases the rest).
-    CUresult res = CUDA_SUCCESS;
-    uintptr_t kept = a;
+    // Released in the context that registered it (REG-SAME-CONTEXT), every chunk (REG-LARGE); a
+    // chunk that fails keeps the entry from that chunk on (a retry releases the rest).
     const size_t size = it->second.size;
-    {
-        CtxScope scope(d, it->second.ctx);
-        res = scope.result();
-        if (res == CUDA_SUCCESS) res = release_chunks(d, a, a + size, &kept);
-    }
-    {
-        std::lock_guard<std::mutex> dl(d.mu);
-        d.registrations -= chunks_in(a, kept);
-    }
+    uintptr_t kept = a;
+    const CUresult res = release_registration(d, r, it, &kept);
     if (res != CUDA_SUCCESS && kept != a) {
-        // The chunks before `kept` are gone: the entry now starts at `kept`.
-        Registration rest = it->second;
-        rest.size = a + size - kept;
-        r.ranges.erase(it);
-        r.ranges[kept] = rest;
         return be::fail(inst, XMC_ERR_DRIVER, res, "reg_unregister",
                         "reg_unregister: cuMemHostUnregister(%p), chunk %zu of [%p, +%zu), failed with %s (%d); "
                         "[%p, +%zu) still registered", reinterpret_cast<void *>(kept),
                         static_cast<size_t>((kept - a) / kRegChunkBytes) + 1, base, size, d.result_name(res),
-                        static_cast<int>(res), reinterpret_cast<void *>(kept), rest.size);
+                        static_cast<int>(res), reinterpret_cast<void *>(kept), static_cast<size_t>(a + size - kept));
     }
     // REG-UNREG-FAIL: a failed release is reported and the entry kept.
     // Never success over a driver failure: the caller would free pages the
@@ -243,7 +257,6 @@ xmc_status reg_unregister(xmc_instance *inst, void *base) {
         return be::fail(inst, XMC_ERR_DRIVER, res, "reg_unregister",
                         "reg_unregister: cuMemHostUnregister(%p) failed with %s (%d); still registered", base,
                         d.result_name(res), static_cast<int>(res));
-    r.ranges.erase(it);
     d.release_if_idle();
     return XMC_OK;
 }
@@ -254,25 +267,21 @@ xmc_status reg_release_all(xmc_instance *inst, uint64_t *released) {
     Driver &d = Driver::get();
     // REG-CLOSE: each one as reg_unregister releases it, in its own context
     // (REG-SAME-CONTEXT); a refusal keeps it (REG-UNREG-FAIL's rule).
+    // REG-LARGE: a split registration is every one of its chunks, each a driver registration, all
+    // released here as reg_unregister releases them (the first chunk alone left the others
+    // registered and the primary context retained). A refusal keeps the rest (REG-UNREG-FAIL).
     while (!r.ranges.empty()) {
         auto it = r.ranges.begin();
-        void *base = reinterpret_cast<void *>(it->first);
-        CUresult res = CUDA_SUCCESS;
-        {
-            CtxScope scope(d, it->second.ctx);
-            res = scope.result();
-            if (res == CUDA_SUCCESS) res = d.cuMemHostUnregister(base);
-        }
+        const uintptr_t a = it->first;
+        const size_t size = it->second.size;
+        uintptr_t kept = a;
+        const CUresult res = release_registration(d, r, it, &kept);
         if (res != CUDA_SUCCESS)
             return be::fail(inst, XMC_ERR_DRIVER, res, "close",
-                            "close: cuMemHostUnregister(%p) of a registration still held failed with %s (%d); "
-                            "still registered",
-                            base, d.result_name(res), static_cast<int>(res));
-        r.ranges.erase(it);
-        {
-            std::lock_guard<std::mutex> dl(d.mu);
-            --d.registrations;
-        }
+                            "close: cuMemHostUnregister(%p) of a registration still held ([%p, +%zu)) failed with "
+                            "%s (%d); [%p, +%zu) still registered",
+                            reinterpret_cast<void *>(kept), reinterpret_cast<void *>(a), size, d.result_name(res),
+                            static_cast<int>(res), reinterpret_cast<void *>(kept), static_cast<size_t>(a + size - kept));
         ++*released;
     }
     return XMC_OK;
