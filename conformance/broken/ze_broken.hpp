@@ -17,29 +17,6 @@ inline const xmc_backend *reference() {
     return &t;
 }
 
-// reg_register of the reference, step by step, except that the context the
-// range is registered in is the one `pick` gives for the device asked for:
-// the place where two of the seed's bugs sit.
-template <class Pick>
-xmc_status register_in(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
-                       xmc_reg_info *out, Pick pick) {
-    using namespace xmc::ze;
-    if (xmc_status st = check_register(inst, addr, bytes, device, flags, out); st != XMC_OK) return st;
-    const auto a = reinterpret_cast<uintptr_t>(addr);
-    RegRegistry &r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    if (r.overlaps(a, bytes))
-        return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "reg_register", "reg_register: overlaps a registered range");
-    ze_context_handle_t ctx = nullptr;
-    if (xmc_status st = pick(inst, device, &ctx); st != XMC_OK) return st;
-    ze_result_t native = ZE_RESULT_SUCCESS;
-    if (xmc_status st = driver_register(inst, "reg_register", ctx, device, addr, bytes, &native); st != XMC_OK)
-        return st;
-    r.ranges[a] = Registration{bytes, device, ctx, false};
-    *out = xmc_reg_info{1, addr, bytes, device};
-    return XMC_OK;
-}
-
 } // namespace xmc::broken_ze
 
 #define XMC_BROKEN_ZE_BACKEND(NAME)                                                             \

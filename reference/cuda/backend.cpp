@@ -11,94 +11,49 @@
 
 namespace xmc::cuda {
 
-xmc_status open(const xmc_open_params *params, xmc_instance **out) {
-    if (!out) return XMC_ERR_INVALID_ARGUMENT;
-    // Every member of ABI version 1 must be there (a smaller struct_size would
-    // make `options` a read past the caller's structure); larger is a newer caller.
-    // CORE-INSTANCE: refuses a NULL result and a struct too small for ABI 1.
-    if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
-        return XMC_ERR_INVALID_ARGUMENT;
-    // "key=value;key=value": slots' vmm_workers is the only option.
-    const std::string opts = params && params->options ? params->options : "";
-    std::vector<std::pair<std::string, std::string>> kvs;
-    for (size_t at = 0; at < opts.size();) {
-        size_t end = opts.find(';', at);
-        if (end == std::string::npos) end = opts.size();
-        const std::string kv = opts.substr(at, end - at);
-        at = end + 1;
-        if (kv.empty()) continue;
-        const size_t eq = kv.find('=');
-        if (eq == std::string::npos) return XMC_ERR_INVALID_ARGUMENT;
-        kvs.emplace_back(kv.substr(0, eq), kv.substr(eq + 1));
-    }
-    Driver &d = Driver::get();
+namespace {
+xmc_instance *create() {
     install_pin_hook();
     auto *in = new (std::nothrow) Instance();
-    if (!in) return XMC_ERR_OUT_OF_MEMORY;
-    in->vmm = vmm_create();
-    for (const auto &[k, v] : kvs) {
-        xmc_status st = XMC_ERR_INVALID_ARGUMENT;
-        // CORE-INSTANCE: an unknown key or a bad value refuses the open.
-        if (!vmm_option(in, k, v, &st) || st != XMC_OK) {
-            delete in;
-            return XMC_ERR_INVALID_ARGUMENT;  // unknown key or bad value
-        }
-    }
-    *out = in;
-    std::lock_guard<std::mutex> lock(d.mu);
-    ++d.instances;
-    return XMC_OK;
+    if (in) in->vmm = vmm_create();
+    return in;
 }
-
-xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
-    if (!inst) return XMC_ERR_INVALID_HANDLE;
-    // One close at a time: of two instances closed at once, exactly one is the last.
-    static std::mutex close_mu;
-    std::lock_guard<std::mutex> closing(close_mu);
-    graph_close(static_cast<Instance *>(inst));  // launches first: they may read and write slots
+bool option(xmc_instance *inst, const std::string &key, const std::string &value, xmc_status *st) {
+    return vmm_option(static_cast<Instance *>(inst), key, value, st);  // slots' vmm_workers is the only option
+}
+xmc_status release_objects(xmc_instance *inst, uint64_t *slots) {
     auto *in = static_cast<Instance *>(inst);
-    xmc_close_report report{};
-    // Slots next: their copies and callbacks need the streams. Then its streams, events and
-    // allocations. A failed release keeps the instance open with what is left, so that closing
-    // again finishes.
+    graph_close(in);
     const char *what = "";
     CUresult failed = CUDA_SUCCESS;
-    report.slots = vmm_close(in, &failed, &what);
+    *slots = vmm_close(in, &failed, &what);
     if (failed != CUDA_SUCCESS) return driver_fail(inst, failed, "close", what);
     nccl_close(in);  // communicators before the streams and contexts they were made on
     if (CUresult r = in->release_all(&what); r != CUDA_SUCCESS) return driver_fail(inst, r, "close", what);
-    Driver &d = Driver::get();
-    bool last = false;
-    {
-        std::lock_guard<std::mutex> lock(d.mu);
-        last = d.instances == 1;
-    }
-    // PIN-CLOSE, REG-CLOSE: the last instance empties the process-wide
-    // registries, registrations first, then pinned blocks (the release hook
-    // unregisters a block registered with a device), while the contexts are
-    // still retained. A driver refusal keeps the instance open, as above.
-    if (last) {
-        if (xmc_status st = reg_release_all(inst, &report.registrations); st != XMC_OK) return st;
-        if (xmc_status st = be::PinRegistry::process().release_all(inst, "close", &report.pinned_blocks,
-                                                                  &report.pinned_bytes);
-            st != XMC_OK)
-            return st;
-    }
-    {
-        std::lock_guard<std::mutex> lock(d.mu);
-        --d.instances;
-    }
-    if (CUresult r = d.release_if_idle(); r != CUDA_SUCCESS) {
-        {
-            std::lock_guard<std::mutex> lock(d.mu);
-            ++d.instances;
-        }
-        return driver_fail(inst, r, "close", "cuDevicePrimaryCtxRelease");
-    }
-    delete in;
-    report.last_instance = last ? 1 : 0;
-    if (out) *out = report;
     return XMC_OK;
+}
+size_t count(int delta) {
+    Driver &d = Driver::get();
+    std::lock_guard<std::mutex> lock(d.mu);
+    d.instances += delta;
+    return static_cast<size_t>(d.instances);
+}
+xmc_status release_driver(xmc_instance *inst) {
+    if (CUresult r = Driver::get().release_if_idle(); r != CUDA_SUCCESS)
+        return driver_fail(inst, r, "close", "cuDevicePrimaryCtxRelease");
+    return XMC_OK;
+}
+void destroy(xmc_instance *inst) { delete static_cast<Instance *>(inst); }
+const be::InstanceOps kInstanceOps{create, option, release_objects, count, release_driver, destroy};
+} // namespace
+
+xmc_status open(const xmc_open_params *params, xmc_instance **out) {
+    Driver::get();  // loads the driver (or records why not) before the first instance
+    return be::open_instance(params, out, kInstanceOps);
+}
+
+xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
+    return be::close_instance(inst, out, kInstanceOps, registrations());
 }
 
 // The same as close_report, without the report.

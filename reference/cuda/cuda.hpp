@@ -8,6 +8,8 @@
 #include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
+#include "lifecycle.hpp"
+#include "registration.hpp"
 
 #include <cuda.h>
 
@@ -204,14 +206,15 @@ XMC_CUDA_GROUPS(XMC_DECLARE_GROUP)
 // pin.cpp
 void install_pin_hook();
 
-// register.cpp
-// REG-CLOSE: unregisters every reg_register registration still held (the
-// last instance's close) in its context, counting them in *released; the
-// first driver refusal stops it, reported, and what is left stays.
+// register.cpp: CUDA's registration steps over reference/common/registration.hpp, and REG-CLOSE's
+// release of every registration still held (the last instance's close).
+be::Registrations &registrations();
 xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
-// Registers [addr, addr+bytes) with device `index` in its context and checks
-// the mapping is the identity, undoing it otherwise (shared with pin.cpp).
-// `extra_flags` joins CU_MEMHOSTREGISTER_DEVICEMAP (reg_register: PORTABLE).
+// Registers [addr, addr+bytes) in ctx (pushed for the call) and checks the mapping is the
+// identity, undoing it otherwise. `extra_flags` joins CU_MEMHOSTREGISTER_DEVICEMAP.
+xmc_status driver_register_in(xmc_instance *inst, const char *call, CUcontext ctx, void *addr, size_t bytes,
+                              CUresult *native, unsigned extra_flags = 0);
+// The same in device `index`'s primary context, returned in *ctx_out (pin.cpp's pinned blocks).
 xmc_status driver_register(xmc_instance *inst, const char *call, void *addr, size_t bytes, int32_t index,
                            CUcontext *ctx_out, CUresult *native, unsigned extra_flags = 0);
 // REG-LARGE: reg_register splits a range into driver calls of at most this many bytes.

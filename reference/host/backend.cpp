@@ -9,70 +9,41 @@
 
 namespace xmc::host {
 namespace {
-// PIN-CLOSE, REG-CLOSE: the open instances of this library. One lock over
-// open's count and the whole of a close, so that of two instances closed at
-// once exactly one is the last.
+xmc_instance *create() {
+    auto *in = new (std::nothrow) Instance();
+    if (in) in->vmm = vmm_create();
+    return in;
+}
+bool option(xmc_instance *inst, const std::string &key, const std::string &value, xmc_status *st) {
+    return vmm_option(static_cast<Instance *>(inst), key, value, st);  // slots' options are the only ones
+}
+xmc_status release_objects(xmc_instance *inst, uint64_t *slots) {
+    auto *in = static_cast<Instance *>(inst);
+    graph_close(in);
+    *slots = vmm_close(in);
+    // Then the streams, drained: no queued copy reads a block the last close releases.
+    in->stop_streams();
+    return XMC_OK;
+}
+// PIN-CLOSE, REG-CLOSE: the open instances of this library (no driver to count them).
 std::mutex instances_mu;
 size_t open_instances = 0;
+size_t count(int delta) {
+    std::lock_guard<std::mutex> lock(instances_mu);
+    open_instances = static_cast<size_t>(static_cast<long long>(open_instances) + delta);
+    return open_instances;
+}
+xmc_status release_driver(xmc_instance *) { return XMC_OK; }  // no contexts on the host
+void destroy(xmc_instance *inst) { delete static_cast<Instance *>(inst); }
+const be::InstanceOps kInstanceOps{create, option, release_objects, count, release_driver, destroy};
 } // namespace
 
 xmc_status open(const xmc_open_params *params, xmc_instance **out) {
-    if (!out) return XMC_ERR_INVALID_ARGUMENT;
-    // Every member of ABI version 1 must be there: a smaller struct_size would
-    // make `options` a read past the caller's structure. Larger: a newer
-    // caller, its extra members ignored.
-    // CORE-INSTANCE: refuses a NULL result and a struct too small for ABI 1.
-    if (params && params->struct_size < offsetof(xmc_open_params, options) + sizeof params->options)
-        return XMC_ERR_INVALID_ARGUMENT;
-    auto *in = new (std::nothrow) Instance();
-    if (!in) return XMC_ERR_OUT_OF_MEMORY;
-    in->vmm = vmm_create();
-    // CORE-INSTANCE: an unknown key or a bad value refuses the open.
-    // "key=value;key=value": every key must be one of a primitive's options.
-    std::string opts = params && params->options ? params->options : "";
-    for (size_t at = 0; at < opts.size();) {
-        size_t end = opts.find(';', at);
-        if (end == std::string::npos) end = opts.size();
-        const std::string kv = opts.substr(at, end - at);
-        at = end + 1;
-        if (kv.empty()) continue;
-        const size_t eq = kv.find('=');
-        xmc_status st = XMC_ERR_INVALID_ARGUMENT;
-        if (eq == std::string::npos || !vmm_option(in, kv.substr(0, eq), kv.substr(eq + 1), &st) || st != XMC_OK) {
-            vmm_close(in);
-            delete in;
-            return XMC_ERR_INVALID_ARGUMENT;  // unknown key or bad value
-        }
-    }
-    std::lock_guard<std::mutex> lock(instances_mu);
-    ++open_instances;
-    *out = in;
-    return XMC_OK;
+    return be::open_instance(params, out, kInstanceOps);
 }
 
 xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
-    if (!inst) return XMC_ERR_INVALID_HANDLE;
-    auto *in = static_cast<Instance *>(inst);
-    std::lock_guard<std::mutex> lock(instances_mu);
-    graph_close(in);  // launches first: they may read and write slots
-    xmc_close_report report{};
-    report.slots = vmm_close(in);  // slots next: their copies and callbacks need the streams
-    delete in;                     // then the streams, drained: no queued copy reads a block released below
-    --open_instances;
-    // PIN-CLOSE, REG-CLOSE: the process-wide registries outlive an instance;
-    // the last one's close empties them. Registrations first: their munlock
-    // keeps the pages of live pinned blocks locked. Neither can fail on the
-    // host (no driver to refuse; reg_release_all says why), and the instance
-    // is gone: nothing to record an error on.
-    if (open_instances == 0) {
-        xmc_status st = reg_release_all(nullptr, &report.registrations);
-        if (st == XMC_OK)
-            st = be::PinRegistry::process().release_all(nullptr, "close", &report.pinned_blocks, &report.pinned_bytes);
-        if (st != XMC_OK) return st;
-        report.last_instance = 1;
-    }
-    if (out) *out = report;
-    return XMC_OK;
+    return be::close_instance(inst, out, kInstanceOps, registrations());
 }
 
 // The same as close_report, without the report.

@@ -4,6 +4,8 @@
 #include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
+#include "lifecycle.hpp"
+#include "registration.hpp"
 #include "transfer_protocol.hpp"
 
 #include <functional>
@@ -26,6 +28,7 @@ struct Graph;   // graph.cpp
 struct Instance : xmc_instance {
     Instance();
     ~Instance() override;  // stream.cpp: drains and joins streams, frees the rest
+    void stop_streams();   // stream.cpp: drains and joins the streams (the close, before the registries)
     std::mutex mu;
     std::map<xmc_stream *, std::unique_ptr<Stream>> streams;
     std::map<xmc_event *, std::shared_ptr<Event>> events;
@@ -45,9 +48,9 @@ void fill_table(xmc_backend &table);
     G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE)
 XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
 
-// register.cpp: REG-CLOSE: unregisters every registration still held (the
-// last instance's close), counting them in *released; stops at the first
-// failure, which it reports, and keeps what is left.
+// register.cpp: the host's registrations (mlock steps over reference/common/registration.hpp), and
+// REG-CLOSE's release of every one still held (the last instance's close).
+be::Registrations &registrations();
 xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
 
 // stream.cpp: appends `op` to stream `s` of `inst`; refuses an unknown stream with

@@ -54,7 +54,7 @@ struct Event {
 
 Instance::Instance() = default;
 
-Instance::~Instance() {
+void Instance::stop_streams() {
     // close: no other call is in flight (backend.h); work still queued runs
     // to the end so that no callback is dropped silently.
     for (auto &[handle, s] : streams) {
@@ -65,6 +65,11 @@ Instance::~Instance() {
         s->cv.notify_all();
         s->worker.join();
     }
+    streams.clear();
+}
+
+Instance::~Instance() {
+    stop_streams();
     for (auto &[base, bytes] : dev_allocs) std::free(reinterpret_cast<void *>(base));
 }
 

@@ -21,25 +21,11 @@ using be::PinRegistry;
 // reports it: success is never reported over a failed release (seed 000).
 static xmc_status unregister_block(const be::PinBlock &block, int64_t *native, char *why, size_t why_len) {
     if (block.device == XMC_NO_DEVICE) return XMC_OK;
-    Driver &d = Driver::get();
-    RegRegistry &r = registry();
-    {
-        std::lock_guard<std::mutex> lock(r.mu);
-        auto it = r.ranges.find(block.base);
-        if (it == r.ranges.end() || !it->second.pinned) return XMC_OK;
-        const ze_result_t res = d.zeMemFree(it->second.ctx, reinterpret_cast<void *>(block.base));
-        if (res != ZE_RESULT_SUCCESS) {
-            *native = static_cast<int64_t>(res);
-            std::snprintf(why, why_len, "zeMemFree failed with 0x%x", static_cast<unsigned>(res));
-            return XMC_ERR_DRIVER;
-        }
-        r.ranges.erase(it);
+    if (const int64_t res = registrations().release_pinned(block.base); res != 0) {
+        *native = res;
+        std::snprintf(why, why_len, "zeMemFree failed with 0x%x", static_cast<unsigned>(res));
+        return XMC_ERR_DRIVER;
     }
-    {
-        std::lock_guard<std::mutex> lock(d.mu);
-        --d.registrations;
-    }
-    d.release_if_idle();
     return XMC_OK;
 }
 
@@ -54,22 +40,10 @@ static xmc_status register_block(xmc_instance *inst, uintptr_t base, size_t size
     if (!d.devices[static_cast<size_t>(device)].memmap)
         return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
                         "pin_alloc: the driver of device %d does not list the external-memmap extension", device);
-    RegRegistry &r = registry();
-    std::lock_guard<std::mutex> lock(r.mu);
-    if (r.overlaps(base, size))  // memory registered by the caller, freed, and reused by the allocator
-        return be::fail(inst, XMC_ERR_ALREADY_REGISTERED, 0, "pin_alloc",
-                        "pin_alloc: the new block [0x%llx, +%zu) overlaps a registered range",
-                        static_cast<unsigned long long>(base), size);
-    ze_context_handle_t ctx = nullptr;
-    if (ze_result_t r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, &ctx); r != ZE_RESULT_SUCCESS) {
-        *native = r;  // the driver's code goes with the lock-only result
-        return driver_fail(inst, r, "pin_alloc", "zeContextCreateEx");
-    }
-    if (xmc_status st = driver_register(inst, "pin_alloc", ctx, device, reinterpret_cast<void *>(base), size, native);
-        st != XMC_OK)
-        return st;
-    r.ranges[base] = Registration{size, device, ctx, true};
-    return XMC_OK;
+    int64_t code = 0;
+    const xmc_status st = registrations().add_pinned(inst, base, size, device, &code);
+    *native = static_cast<ze_result_t>(code);
+    return st;
 }
 
 xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {

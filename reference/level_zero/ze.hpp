@@ -20,6 +20,8 @@
 #include "copy_desc.hpp"
 #include "errors.hpp"
 #include "pin_registry.hpp"
+#include "lifecycle.hpp"
+#include "registration.hpp"
 
 #include <level_zero/ze_api.h>
 #include <level_zero/zes_api.h>
@@ -122,27 +124,6 @@ xmc_status require(xmc_instance *inst, const char *call, const std::string &miss
 xmc_status check_device(xmc_instance *inst, int32_t device, const char *call);
 // The context of device `device` (a valid index), recorded as a failure of `call`.
 xmc_status device_context(xmc_instance *inst, const char *call, int32_t device, ze_context_handle_t *ctx);
-
-// ---- registrations (register.cpp) ----------------------------------------
-
-struct Registration {
-    size_t size = 0;
-    int32_t device = 0;
-    ze_context_handle_t ctx = nullptr;  // where it was made, and where it is released
-    bool pinned = false;                // made by pin_alloc for its block; pin_free releases it
-};
-
-// Every driver registration of the process, by base: reg_register's and
-// pinned blocks'. One map, so that a range overlapping either is refused
-// (REG-DOUBLE). reg_query and reg_unregister see reg_register's entries only.
-struct RegRegistry {
-    std::mutex mu;
-    std::map<uintptr_t, Registration> ranges;
-
-    std::map<uintptr_t, Registration>::iterator containing(uintptr_t addr);
-    bool overlaps(uintptr_t addr, size_t bytes);
-};
-RegRegistry &registry();
 
 // ---- streams (stream.cpp) --------------------------------------------------
 
@@ -247,15 +228,11 @@ XMC_ZE_GROUPS(XMC_DECLARE_GROUP)
 // pin.cpp
 void install_pin_hook();
 
-// register.cpp
-// REG-CLOSE: frees every reg_register registration still held (the last
-// instance's close; a pinned block's goes with its block) in its context,
-// counting them in *released; the first driver refusal stops it, reported,
-// and what is left stays.
+// register.cpp: Level Zero's registration steps over reference/common/registration.hpp (one index
+// for reg_register's ranges and pinned blocks' registrations, so that a range overlapping either is
+// refused, REG-DOUBLE), and REG-CLOSE's release of every registration still held.
+be::Registrations &registrations();
 xmc_status reg_release_all(xmc_instance *inst, uint64_t *released);
-// The argument, driver and device checks of reg_register, in its order.
-xmc_status check_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
-                          const xmc_reg_info *out);
 // zeMemAllocHost with the external-memmap descriptor for [addr, addr+bytes)
 // in `ctx`; the mapping must be the identity, else it is freed and refused
 // (REG-IDENTITY). On success the driver holds one more registration.

@@ -8,15 +8,18 @@
 // device only, so every other device fails its first copy from it with
 // ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY ("every rank but the first").
 #include "ze_broken.hpp"
+#include "reg_steps.hpp"
+
+#include <mutex>
+#include <vector>
 
 namespace xmc::broken_ze {
 using namespace xmc::ze;
-
 namespace {
 std::mutex mu;
 ze_context_handle_t shared = nullptr;  // every device's; destroyed with the last instance
-
-xmc_status all_devices(xmc_instance *inst, int32_t, ze_context_handle_t *ctx) {
+xmc_status all_devices(xmc_instance *inst, const char *call, int32_t device, void **ctx) {
+    if (!broken_reg::is(call, "reg_register")) return broken_reg::real().context(inst, call, device, ctx);
     Driver &d = Driver::get();
     std::lock_guard<std::mutex> lock(mu);
     if (!shared) {
@@ -27,19 +30,13 @@ xmc_status all_devices(xmc_instance *inst, int32_t, ze_context_handle_t *ctx) {
                                                 all.data(), &shared);
             r != ZE_RESULT_SUCCESS) {
             shared = nullptr;
-            return driver_fail(inst, r, "reg_register", "zeContextCreateEx");
+            return driver_fail(inst, r, call, "zeContextCreateEx");
         }
     }
-    *ctx = shared;
+    *ctx = shared;  // the bug: one context for every device
     return XMC_OK;
 }
 } // namespace
-
-static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
-                               xmc_reg_info *out) {
-    return register_in(inst, addr, bytes, device, flags, out, all_devices);
-}
-
 // Not the bug: the shared context goes when nothing needs it, so the suite's
 // leak checks see only what the bug itself breaks.
 static xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
@@ -51,11 +48,9 @@ static xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
         shared = nullptr;
     return st;
 }
-
 static xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
-
 void plant(xmc_backend &t) {
-    t.reg_register = reg_register;
+    broken_reg::steps(xmc::ze::registrations()).context = all_devices;
     t.close = close;
     t.close_report = close_report;
 }

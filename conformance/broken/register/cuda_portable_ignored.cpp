@@ -6,12 +6,13 @@
 // registered without CU_MEMHOSTREGISTER_PORTABLE, for the one device's
 // context only, and reported as portable.
 #include "cuda_broken.hpp"
+#include "reg_steps.hpp"
 
 namespace xmc::broken_cuda {
-static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
-                               xmc_reg_info *out) {
-    return reference()->reg_register(inst, addr, bytes, device, flags & ~XMC_REG_PORTABLE, out);  // the bug
+static xmc_status make(xmc_instance *inst, const char *call, void *ctx, void *addr, size_t bytes, int32_t device,
+                       uint32_t flags, int64_t *native) {
+    return broken_reg::real().make(inst, call, ctx, addr, bytes, device, flags & ~XMC_REG_PORTABLE, native);  // the bug
 }
-void plant(xmc_backend &t) { t.reg_register = reg_register; }
+void plant(xmc_backend &) { broken_reg::steps(xmc::cuda::registrations()).make = make; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_portable_ignored")

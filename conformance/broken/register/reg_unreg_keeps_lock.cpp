@@ -7,18 +7,13 @@
 // mlock) is left in place, so after the caller frees and reuses the memory
 // the kernel still holds a lock nobody reports.
 #include "broken.hpp"
-
-#include <sys/mman.h>
+#include "reg_steps.hpp"
 
 namespace xmc::broken {
-static xmc_status reg_unregister(xmc_instance *inst, void *base) {
-    xmc_reg_info q{};
-    host()->reg_query(inst, base, &q);
-    const xmc_status st = host()->reg_unregister(inst, base);
-    // The bug: the release is undone (as if never made) for what was a registration.
-    if (st == XMC_OK && q.registered && q.base == base) mlock(q.base, q.size);
-    return st;
+static int64_t release(const char *call, void *ctx, void *base, void *chunk, size_t bytes) {
+    if (broken_reg::is(call, "reg_unregister")) return 0;  // the bug: munlock never called
+    return broken_reg::real().release(call, ctx, base, chunk, bytes);
 }
-void plant(xmc_backend &t) { t.reg_unregister = reg_unregister; }
+void plant(xmc_backend &) { broken_reg::steps(xmc::host::registrations()).release = release; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_reg_unreg_keeps_lock")

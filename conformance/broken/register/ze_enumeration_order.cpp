@@ -9,26 +9,23 @@
 // devices in another order than the caller names them (XMC_FAKE_ZE_ORDER=1,0),
 // device d's range is registered in another device's context.
 #include "ze_broken.hpp"
+#include "reg_steps.hpp"
 
 namespace xmc::broken_ze {
 using namespace xmc::ze;
-
-static xmc_status by_position(xmc_instance *inst, int32_t device, ze_context_handle_t *ctx) {
+static xmc_status by_position(xmc_instance *inst, const char *call, int32_t device, void **ctx) {
+    if (!broken_reg::is(call, "reg_register")) return broken_reg::real().context(inst, call, device, ctx);
     Driver &d = Driver::get();
     for (const Device &dev : d.devices)
         if (dev.enum_position == static_cast<uint32_t>(device)) {  // the bug: position, not UUID
-            if (ze_result_t r = d.context_for(dev.uuid, ctx); r != ZE_RESULT_SUCCESS)
-                return driver_fail(inst, r, "reg_register", "zeContextCreateEx");
+            ze_context_handle_t c = nullptr;
+            if (ze_result_t r = d.context_for(dev.uuid, &c); r != ZE_RESULT_SUCCESS)
+                return driver_fail(inst, r, call, "zeContextCreateEx");
+            *ctx = c;
             return XMC_OK;
         }
-    return check_device(inst, -1, "reg_register");
+    return check_device(inst, -1, call);
 }
-
-static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
-                               xmc_reg_info *out) {
-    return register_in(inst, addr, bytes, device, flags, out, by_position);
-}
-
-void plant(xmc_backend &t) { t.reg_register = reg_register; }
+void plant(xmc_backend &) { broken_reg::steps(xmc::ze::registrations()).context = by_position; }
 } // namespace xmc::broken_ze
 XMC_BROKEN_ZE_BACKEND("broken_ze_enumeration_order")

@@ -7,11 +7,13 @@
 // entry: the driver keeps mapping the rest of the range. Nor does the last close release them
 // (REG-CLOSE: it no longer knows of them).
 #include "cuda_broken.hpp"
+#include "reg_steps.hpp"
 
 namespace xmc::broken_cuda {
-void plant(xmc_backend &t) {
-    own_registrations(t);
-    chunk_bugs().release_first_chunk_only = true;
+static int64_t release(const char *call, void *ctx, void *base, void *chunk, size_t bytes) {
+    if (broken_reg::is(call, "reg_unregister") && chunk != base) return 0;  // the bug: chunk 1 stands for all
+    return broken_reg::real().release(call, ctx, base, chunk, bytes);
 }
+void plant(xmc_backend &) { broken_reg::steps(xmc::cuda::registrations()).release = release; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_unreg_first_chunk_only")

@@ -10,17 +10,12 @@
 // in one of device d (REG-DEVICE), and is served by the device with another
 // UUID than device_info(d) gives (REG-UUID).
 #include "cuda_broken.hpp"
+#include "reg_steps.hpp"
 
 namespace xmc::broken_cuda {
-
-static xmc_status reg_register(xmc_instance *inst, void *addr, size_t bytes, int32_t device, uint32_t flags,
-                               xmc_reg_info *out) {
-    return register_with(inst, addr, bytes, device, flags, out, [](int32_t) { return 0; });  // the bug: always 0
+static xmc_status device0_context(xmc_instance *inst, const char *call, int32_t, void **ctx) {
+    return broken_reg::real().context(inst, call, 0, ctx);  // the bug: always device 0's
 }
-
-void plant(xmc_backend &t) {
-    own_registrations(t);
-    t.reg_register = reg_register;
-}
+void plant(xmc_backend &) { broken_reg::steps(xmc::cuda::registrations()).context = device0_context; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_all_in_device0_context")

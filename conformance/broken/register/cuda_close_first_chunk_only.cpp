@@ -7,11 +7,13 @@
 // registered in the driver, the registration count stays above zero, and the device's primary
 // context stays retained after the last instance is gone.
 #include "cuda_broken.hpp"
+#include "reg_steps.hpp"
 
 namespace xmc::broken_cuda {
-void plant(xmc_backend &t) {
-    own_registrations(t);
-    chunk_bugs().close_first_chunk_only = true;
+static int64_t release(const char *call, void *ctx, void *base, void *chunk, size_t bytes) {
+    if (broken_reg::is(call, "close") && chunk != base) return 0;  // the bug: chunk 1 stands for all
+    return broken_reg::real().release(call, ctx, base, chunk, bytes);
 }
+void plant(xmc_backend &) { broken_reg::steps(xmc::cuda::registrations()).release = release; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_close_first_chunk_only")
