@@ -565,15 +565,20 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
     // operations: its new block is pinned with its size, the accounting lies between
     // what must and what may be live. Then every thread frees the same blocks at once
     // (a contested free): exactly one free of each succeeds, the others are refused.
-    constexpr int kThreads = 8, kRounds = 4, kOps = 500, kContested = 32;
+    // Many short rounds, every thread released at once by a barrier, so that a registry that
+    // leaves its lock out of one entry point is met there in every run, not only when one long
+    // run happens to interleave (a lock left out of pin_free was caught in 14 runs of 20 with
+    // 4 rounds): up to kRounds, at least kMinRounds, and more while under 1.5 s.
+    constexpr int kThreads = 8, kRounds = 60, kMinRounds = 8, kOps = 300, kContested = 32;
     std::mutex mu;
     std::vector<std::string> failures;
     LiveBounds live;
     std::vector<LiveBounds::Reading> above;  // readings above the upper bound, judged after the round
     std::vector<xmc_pin_result> contested;
     std::vector<std::atomic<int>> wins(kContested), tries(kContested);
-    auto worker = [&](int round, int tid, SpinBarrier &turn) {
+    auto worker = [&](int round, int tid, SpinBarrier &go, SpinBarrier &turn) {
         std::mt19937_64 rng(static_cast<uint64_t>(round) * 104729 + tid * 7919 + 1);
+        go.arrive_and_wait();
         PinModel model;  // this thread's own blocks
         std::vector<xmc_pin_result> mine;
         auto fail = [&](const std::string &what) {
@@ -686,7 +691,9 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
                      " concurrent frees of one block succeeded; exactly one may");
         }
     };
-    for (int round = 0; round < kRounds; ++round) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int round = 0; round < kRounds && failures.empty() && !HasFailure(); ++round) {
+        if (round >= kMinRounds && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(1500)) break;
         contested.clear();
         for (int k = 0; k < kContested; ++k) {
             contested.push_back(alloc(page_size()));
@@ -698,9 +705,9 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
         live.set(static_cast<int64_t>(start.bytes_now), static_cast<int64_t>(start.blocks_now));
         live.bytes.must -= static_cast<int64_t>(start.bytes_now - with_shared.bytes_now);
         live.blocks.must -= static_cast<int64_t>(start.blocks_now - with_shared.blocks_now);
-        SpinBarrier turn(kThreads);
+        SpinBarrier go(kThreads), turn(kThreads);
         std::vector<std::thread> threads;
-        for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, round, t, std::ref(turn));
+        for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, round, t, std::ref(go), std::ref(turn));
         for (auto &t : threads) t.join();
         for (const auto &b : above)
             if (std::string e = LiveBounds::late(live.bytes, b); !e.empty() && failures.size() < 20) failures.push_back(e);

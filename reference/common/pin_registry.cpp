@@ -66,7 +66,7 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     block.base = reinterpret_cast<uintptr_t>(p);
     block.size = size;
     {
-        std::lock_guard<std::mutex> lock(mu_);
+        Guard lock(*this, "pin_alloc");
         blocks_.insert(block);
         // PIN-ACCOUNT: bytes_now sums the live blocks; peak is its high water.
         bytes_now_ += size;
@@ -77,7 +77,7 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
 }
 
 void PinRegistry::set_device(uintptr_t base, int32_t device) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "pin_alloc");
     if (PinBlock *b = blocks_.find(base)) b->device = device;
 }
 
@@ -104,7 +104,7 @@ xmc_status PinRegistry::release(xmc_instance *inst, PinBlock *b, const char *cal
 }
 
 xmc_status PinRegistry::free(xmc_instance *inst, void *base) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "pin_free");
     const auto addr = reinterpret_cast<uintptr_t>(base);
     PinBlock *b = blocks_.find_containing(addr);
     // PIN-FREE: each refusal has its own message and changes nothing.
@@ -131,7 +131,7 @@ xmc_status PinRegistry::query(xmc_instance *inst, const void *addr, size_t len,
     const auto a = reinterpret_cast<uintptr_t>(addr);
     const size_t n = len == 0 ? 1 : len;  // a length of 0 asks about the address alone
     if (a > UINTPTR_MAX - n) return ok(); // wraps: cannot lie in one block
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "pin_query");
     const PinBlock *b = blocks_.find_containing(a);
     // PIN-QUERY: any address inside gives base and size; base+n does not.
     // Pinned only when the whole extent lies in one block, not just its start.
@@ -144,7 +144,7 @@ xmc_status PinRegistry::query(xmc_instance *inst, const void *addr, size_t len,
 }
 
 xmc_status PinRegistry::ref(xmc_instance *inst, const void *addr) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "pin_ref");
     PinBlock *b = blocks_.find_containing(reinterpret_cast<uintptr_t>(addr));
     if (!b)
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_ref", "pin_ref: %p is not inside any pinned block", addr);
@@ -154,7 +154,7 @@ xmc_status PinRegistry::ref(xmc_instance *inst, const void *addr) {
 }
 
 xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "pin_unref");
     PinBlock *b = blocks_.find_containing(reinterpret_cast<uintptr_t>(addr));
     if (!b)
         return fail(inst, XMC_ERR_NOT_PINNED_BASE, 0, "pin_unref", "pin_unref: %p is not inside any pinned block", addr);
@@ -170,7 +170,7 @@ xmc_status PinRegistry::unref(xmc_instance *inst, const void *addr) {
 }
 
 xmc_status PinRegistry::release_all(xmc_instance *inst, const char *call, uint64_t *blocks, uint64_t *bytes) {
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "close");
     // PIN-CLOSE: every live block, its references and owner notwithstanding:
     // no instance is left to drop them.
     for (const PinBlock &b : blocks_.all()) {
@@ -184,7 +184,7 @@ xmc_status PinRegistry::release_all(xmc_instance *inst, const char *call, uint64
 
 xmc_status PinRegistry::stats(xmc_instance *inst, xmc_pin_stats *out) const {
     if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_stats", "pin_stats: result pointer is NULL");
-    std::lock_guard<std::mutex> lock(mu_);
+    Guard lock(*this, "pin_stats");
     // PIN-ACCOUNT: now and peak, read under the lock.
     out->bytes_now = bytes_now_;
     out->bytes_peak = bytes_peak_;

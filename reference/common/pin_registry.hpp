@@ -41,6 +41,17 @@ public:
 
     void set_release_hook(ReleaseHook hook) { release_hook_ = hook; }
 
+    // PIN-THREADS: the registry's lock around each entry point `call` (pin_alloc, pin_free,
+    // pin_query, ...). A racy broken backend of the self-test (conformance/broken/pin/) replaces
+    // one to leave the lock out of one entry point; nothing else changes them.
+    struct LockSteps {
+        void (*lock)(std::mutex &mu, const char *call);
+        void (*unlock)(std::mutex &mu, const char *call);
+    };
+    LockSteps lock_steps{[](std::mutex &mu, const char *) { mu.lock(); },
+                         [](std::mutex &mu, const char *) { mu.unlock(); }};
+    std::mutex &mutex() const { return mu_; }
+
     // Allocates and locks; on success the block is live and accounted.
     xmc_status alloc(xmc_instance *inst, size_t bytes, size_t alignment, PinBlock *out);
     // Records the device a live block was registered with.
@@ -61,6 +72,12 @@ private:
     // untouched and returns the hook's failure. Caller holds mu_.
     xmc_status release(xmc_instance *inst, PinBlock *block, const char *call);
 
+    struct Guard {  // lock_steps.lock .. unlock over one entry point
+        const PinRegistry &r;
+        const char *call;
+        Guard(const PinRegistry &r, const char *call) : r(r), call(call) { r.lock_steps.lock(r.mu_, call); }
+        ~Guard() { r.lock_steps.unlock(r.mu_, call); }
+    };
     // PIN-THREADS: one lock over the index and the counts: no lost update.
     mutable std::mutex mu_;
     mutable BlockIndex<PinBlock> blocks_;

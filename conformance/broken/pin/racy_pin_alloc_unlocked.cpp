@@ -1,0 +1,24 @@
+// xmc-selftest: fails PIN-THREADS
+// xmc-selftest: filter PIN-THREADS
+// xmc-selftest: sanitize thread
+// xmc-selftest: timeout 30
+// Bug (race): an allocation inserts its block into the index and adds its bytes to the count
+// without the registry's lock ("the insert is the cheap part"). Another thread's insert or erase
+// in between moves the block's place: it lands out of order and binary searches miss it (a live
+// block reported not pinned), or the index is reallocated under the insert; the count loses
+// updates.
+#include "broken.hpp"
+
+#include <cstring>
+
+namespace xmc::broken {
+// The bug: pin_alloc runs without the registry's lock.
+static void lock(std::mutex &mu, const char *call) {
+    if (std::strcmp(call, "pin_alloc") != 0) mu.lock();
+}
+static void unlock(std::mutex &mu, const char *call) {
+    if (std::strcmp(call, "pin_alloc") != 0) mu.unlock();
+}
+void plant(xmc_backend &) { be::PinRegistry::process().lock_steps = {lock, unlock}; }
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_racy_pin_alloc_unlocked")

@@ -1,0 +1,23 @@
+// xmc-selftest: fails PIN-THREADS
+// xmc-selftest: filter PIN-THREADS
+// xmc-selftest: sanitize thread
+// xmc-selftest: timeout 30
+// Bug (race): free checks that the address is a live base and takes the block out of the index
+// and the count without the registry's lock. Two threads freeing one block both pass the check
+// (a double free reported as two successes), and the erase races every other thread's use of the
+// index.
+#include "broken.hpp"
+
+#include <cstring>
+
+namespace xmc::broken {
+// The bug: pin_free runs without the registry's lock.
+static void lock(std::mutex &mu, const char *call) {
+    if (std::strcmp(call, "pin_free") != 0) mu.lock();
+}
+static void unlock(std::mutex &mu, const char *call) {
+    if (std::strcmp(call, "pin_free") != 0) mu.unlock();
+}
+void plant(xmc_backend &) { be::PinRegistry::process().lock_steps = {lock, unlock}; }
+} // namespace xmc::broken
+XMC_BROKEN_BACKEND("broken_racy_pin_free_unlocked")
