@@ -1,5 +1,5 @@
 // libFuzzer harness: the affine map JSON reader, validation and the planner
-// (reference/model/affine, include/xmc/affine.hpp; SPEC 5 AFF-MAP-VALID, AFF-PLAN-*).
+// (reference/model/affine, reference/affine, include/xmc/affine.hpp; SPEC 5 AFF-MAP-VALID, AFF-PLAN-*).
 //
 // Input: a source map's JSON, optionally followed by a line "---" and the target map's
 // JSON (without one the source is planned onto itself). Properties, any breach traps:

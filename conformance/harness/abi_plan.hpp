@@ -1,4 +1,4 @@
-// A plan of the affine model (reference/model/affine) in the ABI's terms: the
+// A plan of the affine planner (reference/affine) in the ABI's terms: the
 // segments transfer_execute takes (include/xmc/backend.h).
 #pragma once
 #include <xmc/affine.hpp>

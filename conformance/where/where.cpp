@@ -74,6 +74,7 @@ int where_command(const std::string &id) {
     }
     const std::pair<const char *, const char *> kinds[] = {
         {"model", "model rule (reference/model/)"},
+        {"planner", "affine planner (reference/affine/)"},
         {"common", "shared backend code (reference/common/)"},
         {"host", "host backend (reference/host/)"},
         {"cuda", "CUDA backend (reference/cuda/)"},

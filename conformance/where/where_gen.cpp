@@ -1,6 +1,6 @@
 // Build-time generator of the `xmc where` index: every line of the given
 // source files that names a catalogue ID, with its file, line and the kind of
-// place it is (the folder: model rule, a backend, the fakes, the harness), and
+// place it is (the folder: model rule, the planner, a backend, the fakes, the harness), and
 // each broken backend's declared `// xmc-selftest: fails ID,...` line.
 //   xmc_where_gen OUT.cpp SOURCE_ROOT CATALOGUE.tsv FILE...
 #include <cctype>
@@ -15,9 +15,10 @@ namespace {
 
 std::string kind_of(const std::string &rel) {
     const std::pair<const char *, const char *> kinds[] = {
-        {"reference/model/", "model"},       {"reference/host/", "host"},     {"reference/cuda/", "cuda"},
-        {"reference/level_zero/", "level_zero"}, {"reference/common/", "common"}, {"conformance/broken/", "broken"},
-        {"fakes/", "fakes"},                 {"conformance/harness/", "harness"}, {"hardware/", "hardware"}};
+        {"reference/model/", "model"},       {"reference/affine/", "planner"},  {"reference/host/", "host"},
+        {"reference/cuda/", "cuda"},         {"reference/level_zero/", "level_zero"}, {"reference/common/", "common"},
+        {"conformance/broken/", "broken"},   {"fakes/", "fakes"},               {"conformance/harness/", "harness"},
+        {"hardware/", "hardware"}};
     for (const auto &[prefix, kind] : kinds)
         if (rel.rfind(prefix, 0) == 0) return kind;
     return "other";

@@ -49,7 +49,7 @@
  *
  * ---------------------------------------------------------------------------------
  * What the fake models, and its answers where the specification leaves a choice
- *   zeMemAllocHost + external-memmap descriptor (external_memmap.h): registers the
+ *   zeMemAllocHost + external-memmap descriptor (ze_external_memmap.h): registers the
  *     range and returns the same address; the range is mapped ONLY for the context's
  *     device that zeDeviceGet lists first (the Intel behaviour that broke real code), so
  *     a copy that touches it on any other device fails when appended with

@@ -1,7 +1,7 @@
 // Driver, devices, contexts, and the sysman memory state.
-#include "external_memmap.h"
 #include "fake_ze_entries.h"
 #include "fake_ze_internal.h"
+#include "ze_external_memmap.h"  // reference/level_zero: the extension the Debian header lacks
 
 #include <algorithm>
 #include <cstdio>

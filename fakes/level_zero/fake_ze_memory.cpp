@@ -8,9 +8,9 @@
 // reservation is a PROT_NONE mapping; zeVirtualMemMap maps a memfd over it with
 // MAP_FIXED, zeVirtualMemUnmap puts PROT_NONE back, so the host faults on unmapped
 // pages as a device would.
-#include "external_memmap.h"
 #include "fake_ze_entries.h"
 #include "fake_ze_internal.h"
+#include "ze_external_memmap.h"  // reference/level_zero: the extension the Debian header lacks
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -23,8 +23,8 @@
 #include <thread>
 #include <vector>
 
-#include "external_memmap.h"
 #include "fake_ze_control.h"
+#include "ze_external_memmap.h"
 
 namespace fake_ze_test {
 

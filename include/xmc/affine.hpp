@@ -1,5 +1,8 @@
 // xmc affine transfer model (SPEC 5, AFF): maps, their validation, builders, the planner, and the
 // plain oracle that executes plans element by element. Pure C++: no OS or driver calls.
+// Two libraries implement it: xmc_affine_model (reference/model/affine: everything but the planner,
+// written as the oracle) and xmc_affine (reference/affine: plan() and the digests, the tuned
+// planner under test; it links xmc_affine_model, so users link xmc_affine alone).
 //
 // Conventions used throughout:
 // - A logical tensor has a shape of 0..8 dims; a 0-D tensor (shape {}) holds one element.
@@ -204,7 +207,7 @@ Result<Bytes> extract_shard(const Map& map, int rank, std::span<const uint8_t> f
 // The full tensor rebuilt from shards; refuses an element no shard holds and replicas that disagree.
 Result<Bytes> rebuild_full(const Map& map, const Shards& shards, std::size_t elem_size);
 
-// ---- planner (AFF-PLAN-*, AFF-REPLICA, AFF-SCALAR) ----
+// ---- planner (AFF-PLAN-*, AFF-REPLICA, AFF-SCALAR; reference/affine) ----
 // Copy the box `extents` from src_rank's shard (starting at element src_offset, strides src_strides)
 // to tgt_rank's shard (tgt_offset, tgt_strides). Offsets are shard element indices (row-major);
 // the strides are the piece's: the shard's row-major strides for a box of the shard, the row-major
@@ -257,7 +260,7 @@ uint64_t plan_digest(const std::vector<int64_t>& shape, const std::vector<Segmen
 // budget (seed bug: a digest that ignored the element type let ranks disagree silently).
 uint64_t agreement_digest(const Plan& plan, std::size_t elem_size, uint64_t budget);
 
-// ---- reference executor ----
+// ---- reference executor (oracle; reference/model/affine) ----
 // Checks every segment against the buffers first (nothing is written on a refusal), then copies
 // element by element. Target ranks not named by any segment are left untouched.
 std::optional<Refusal> execute_reference(const Plan& plan, const Shards& src, Shards& tgt, std::size_t elem_size);

@@ -8,7 +8,7 @@
 // and destroyed when no instance and no registration needs them.
 #include "ze.hpp"
 
-#include "external_memmap.h"
+#include "ze_external_memmap.h"
 
 #include <dlfcn.h>
 

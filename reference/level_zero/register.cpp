@@ -20,7 +20,7 @@
 // is not possible either); any other bit is refused.
 #include "ze.hpp"
 
-#include "external_memmap.h"
+#include "ze_external_memmap.h"
 
 namespace xmc::ze {
 

@@ -1,4 +1,5 @@
-// Helpers shared by the affine model's .cpp files (not public API).
+// Helpers shared by the affine model's .cpp files and the planner (reference/affine), which builds
+// on validate_map's placed pieces and cells (not public API).
 #pragma once
 
 #include <xmc/affine.hpp>

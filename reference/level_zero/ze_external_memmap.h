@@ -7,10 +7,11 @@
  *
  * The Debian level-zero headers (spec 1.4) predate the extension, so it is declared
  * here, under xmc_ names that cannot clash with a newer ze_api.h. The layout and the
- * numeric values are those of the Level Zero specification. Shared by the fake driver
- * (fakes/level_zero) and the Level Zero backend (reference/level_zero). */
-#ifndef XMC_FAKES_LEVEL_ZERO_EXTERNAL_MEMMAP_H
-#define XMC_FAKES_LEVEL_ZERO_EXTERNAL_MEMMAP_H
+ * numeric values are those of the Level Zero specification. The fake driver includes this
+ * copy too (target xmc_ze_external_memmap): one declaration, which the backend and the
+ * fake cannot disagree on. */
+#ifndef XMC_REFERENCE_LEVEL_ZERO_ZE_EXTERNAL_MEMMAP_H
+#define XMC_REFERENCE_LEVEL_ZERO_ZE_EXTERNAL_MEMMAP_H
 
 #include <stdint.h>
 #include <level_zero/ze_api.h>
@@ -33,4 +34,4 @@ typedef struct xmc_ze_external_memmap_sysmem_ext_desc_t {
     uint64_t size;             /* bytes to map; a multiple of the page size */
 } xmc_ze_external_memmap_sysmem_ext_desc_t;
 
-#endif /* XMC_FAKES_LEVEL_ZERO_EXTERNAL_MEMMAP_H */
+#endif /* XMC_REFERENCE_LEVEL_ZERO_ZE_EXTERNAL_MEMMAP_H */
