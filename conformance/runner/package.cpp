@@ -186,6 +186,8 @@ std::vector<MustPassList> generate_mustpass_lists() {
     std::vector<MustPassList> lists;
     for (const auto &name : names) {
         MustPassList l{name, {}, list_heading(version, name)};
+        l.text += "# Generated from conformance/requirements.tsv by `xmc mustpass --generate`: edit the catalogue, "
+                  "not this file.\n";
         l.text += "# One requirement ID a line. Requirements measured only by a hardware tier are not listed.\n";
         for (const auto &r : catalogue())
             if (r.capability == name && r.in_tier("pr")) l.ids.push_back(r.id);
