@@ -1,4 +1,5 @@
-// The harness of the COPY-* tests (conformance/tests/test_copy.cpp): buffers
+// The harness of the COPY-* tests (conformance/tests/test_copy.cpp) and of
+// GRAPH-CAPTURE's (test_graph.cpp): buffers
 // of every memory kind, made through the backend under test, and the fixtures.
 #pragma once
 #include "driver_control.hpp"

@@ -2,8 +2,8 @@
 // registration, pinning, copy, open-to-close, slot and transfer scenarios
 // make, one run of the scenario in which exactly that call fails. The
 // scenarios and their tests are in the files of their requirements
-// (test_register.cpp, test_pin_methods.cpp, test_copy.cpp, test_vmm.cpp,
-// test_transfer.cpp); this is the engine they share. Every run must
+// (test_register.cpp, test_pin_methods.cpp, test_copy.cpp,
+// test_vmm_fault_sweep.cpp, test_transfer_paths.cpp); this is the engine they share. Every run must
 //   - not crash (and not hang);
 //   - report the failure cleanly: the xmc call that met it answers a non-OK
 //     status (XMC_ERR_DRIVER) whose detail carries the injected native code

@@ -5,9 +5,10 @@
 // code, the refusal must name the call in last_error, and it must change
 // nothing: pin_stats, reg_query, free device memory, slot and request states
 // and the bytes of every buffer are compared before and after. The tests are
-// in the file of their primitive (test_pin.cpp, test_register.cpp,
-// test_copy.cpp, test_vmm.cpp, test_transfer.cpp, test_instance.cpp), one
-// test per requirement the input belongs to, in the suites HostileTest,
+// in the file of the requirement the input belongs to (test_pin.cpp,
+// test_pin_methods.cpp, test_register.cpp, test_copy.cpp, test_vmm.cpp,
+// test_vmm_requests.cpp, test_transfer.cpp, test_instance.cpp), one test per
+// requirement, in the suites HostileTest,
 // HostileRegTest, HostileStreamTest, HostileCopyTest and HostileVmmTest.
 //
 // A NULL or closed instance has no instance to record the detail on, so those
@@ -114,7 +115,7 @@ protected:
     xmc_stream *stream_ = nullptr;
 };
 
-// Slots (test_vmm.cpp), on a stream of the test's own: the slots and requests
+// Slots (test_vmm.cpp, test_vmm_requests.cpp), on a stream of the test's own: the slots and requests
 // a test makes are closed and destroyed in TearDown.
 class HostileVmmTest : public HostileCopyTest {
 protected:

@@ -1,4 +1,5 @@
-// The harness of the PIN-* tests (conformance/tests/test_pin.cpp): the
+// The harness of the PIN-* tests (conformance/tests/test_pin.cpp,
+// test_pin_methods.cpp): the
 // fixture, PIN-KINDS's rules (the declared minimum alignment, and the lock
 // state as the declared pinning method shows it), a child process that cannot
 // exceed RLIMIT_MEMLOCK, and PIN-FAIL-CLEAN's "the next allocation succeeds,

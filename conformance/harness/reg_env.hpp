@@ -1,4 +1,5 @@
-// The harness of the REG-* tests (conformance/tests/test_register.cpp) and of
+// The harness of the REG-* tests (conformance/tests/test_register.cpp,
+// test_register_use.cpp) and of
 // PIN-DEVICE's (test_pin_methods.cpp): an arena of pages nothing else uses, and the
 // fixtures. Registered memory comes from mmap, so its pages belong to the test
 // alone. Where a requirement needs the driver to misbehave, the fault hook

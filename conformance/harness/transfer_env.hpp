@@ -1,5 +1,6 @@
-// The harness of the AFF-* transfer tests (conformance/tests/test_transfer.cpp),
-// on every rank of a world (transport_world.hpp): threads over the threads
+// The harness of the AFF-* transfer tests (conformance/tests/test_transfer.cpp,
+// test_transfer_paths.cpp, test_transfer_layouts.cpp; transfer_tests.hpp), on
+// every rank of a world (transport_world.hpp): threads over the threads
 // transport in `xmc`, MPI processes over gloo in `xmc_multirank`. A case (two
 // maps, a plan, element size, budget, storage layouts), one rank's buffers of
 // it, and the fixture that runs a case on every rank and a property over
@@ -19,7 +20,8 @@
 // cases on every one of them. Bytes to a peer on a staged path cross the transport exactly once;
 // on any other path (direct, IPC, NCCL) they never do.
 //
-// Header only: the test file is compiled into `xmc` and, alone, into `xmc_multirank`.
+// Header only: the transfer test files are compiled once (xmc_transfer_tests) and linked into
+// `xmc` and, without the other test files, into `xmc_multirank`.
 #pragma once
 #include "abi_plan.hpp"
 #include "fixture.hpp"

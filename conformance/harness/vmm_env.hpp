@@ -1,4 +1,5 @@
-// The harness of the VMM-* tests (conformance/tests/test_vmm.cpp): the data a
+// The harness of the VMM-* tests (conformance/tests/test_vmm*.cpp, five files that share
+// vmm_tests.hpp): the data a
 // slot is filled with, gates that hold a stream, an instance of the backend
 // with what slot tests need (Env), the fault hook of the slot workers' driver
 // calls, and the fixture. Slot contents are only ever read and written through

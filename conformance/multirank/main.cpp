@@ -1,4 +1,4 @@
-// xmc_multirank: the transfer test bodies (conformance/tests/test_transfer.cpp) on every rank of an
+// xmc_multirank: the transfer test bodies (conformance/tests/test_transfer*.cpp) on every rank of an
 // MPI job, one rank per process, over gloo (SPEC 6, SPEC 8 tier `multirank`).
 //
 //   mpirun -np N xmc_multirank [--backend NAME|PATH] [--store file|mpi] [--expect-fail ID,...] [gtest flags]

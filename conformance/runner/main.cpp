@@ -4,7 +4,7 @@
 // missing required option and a bad value.
 //   xmc list-backends | list-devices | list-requirements | where ID
 //   xmc qualify --backend NAME|PATH --out DIR ...   (the qualification package)
-//   xmc verify DIR | merge DIR... --out DIR | bench --backend ... | mustpass
+//   xmc verify DIR | merge DIR... --out DIR | bench --backend ... | mustpass [--check | --generate --out DIR]
 //   xmc run --backend NAME|PATH [gtest flags]       (the test bodies, in process)
 #include "bench.hpp"
 #include "catalogue.hpp"
@@ -20,9 +20,11 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -98,27 +100,90 @@ std::vector<std::string> catalogue_tiers() {
     return {tiers.begin(), tiers.end()};
 }
 
+// The suite versions `mustpass --version` takes: those whose lists are embedded, and this
+// suite's own (whose lists a new version's build lacks until they are generated).
+std::vector<std::string> mustpass_version_choices() {
+    std::vector<std::string> v = mustpass_versions();
+    if (std::find(v.begin(), v.end(), suite_version()) == v.end()) v.push_back(suite_version());
+    return v;
+}
+
 // `xmc mustpass`: prints the embedded lists of one suite version, or of every
-// version; --check validates them against the catalogue (every ID exists, has
-// the list's capability, runs in `pr`; the current version lists every `pr`
-// requirement).
-int mustpass_command(bool check, const std::string &version) {
-    const std::vector<std::string> versions = version.empty() ? mustpass_versions() : std::vector<std::string>{version};
+// version; --check checks them (or those under --dir): this suite's lists must be
+// what --generate writes, an older version's must agree with the catalogue (every
+// ID exists, has the list's capability, runs in `pr`).
+int mustpass_command(bool check, const std::string &version, const std::string &dir) {
+    std::vector<std::string> versions = version.empty() ? mustpass_version_choices() : std::vector<std::string>{version};
     size_t problems = 0;
     for (const auto &v : versions) {
-        for (const auto &l : mustpass_lists(v)) {
+        std::vector<MustPassList> lists = mustpass_lists(v);
+        std::string shown = mustpass_dir(v);
+        if (!dir.empty()) {
+            std::string err;
+            shown = dir + "/" + v + "/";
+            if (!read_mustpass_lists(shown, &lists, &err)) {
+                std::fprintf(stderr, "xmc mustpass: %s\n", err.c_str());
+                return 2;
+            }
+        }
+        for (const auto &l : lists) {
             std::printf("%s/%s.txt:", v.c_str(), l.name.c_str());
             for (const auto &id : l.ids) std::printf(" %s", id.c_str());
             std::printf("\n");
         }
         if (!check) continue;
-        const auto found = check_mustpass_lists(v);
+        const auto found = check_mustpass_lists(v, lists, shown);
         for (const auto &pr : found) std::fprintf(stderr, "xmc mustpass: %s\n", pr.c_str());
+        if (!found.empty() && v == suite_version())
+            std::fprintf(stderr, "xmc mustpass: %s\n", mustpass_regenerate_hint(v).c_str());
         std::printf("xmc mustpass: %zu problem(s) in the must-pass lists of suite %s%s\n", found.size(), v.c_str(),
-                    v == suite_version() ? " (this suite)" : "");
+                    v == suite_version() ? " (this suite: compared with the lists the catalogue generates)"
+                                         : " (frozen: checked for agreement with the catalogue)");
         problems += found.size();
     }
     return problems ? 1 : 0;
+}
+
+// `xmc mustpass --generate --out DIR`: writes this suite's lists, generated from the catalogue,
+// as DIR/<list>.txt (conformance/mustpass/<suite version>/ in the source tree).
+int mustpass_generate(const std::string &version, const std::string &out) {
+    if (!version.empty() && version != suite_version()) {
+        std::fprintf(stderr,
+                     "xmc mustpass: --generate writes the lists of this suite, %s, from its catalogue; "
+                     "the lists of %s are frozen\n",
+                     suite_version(), version.c_str());
+        return 2;
+    }
+    std::error_code ec;
+    std::filesystem::create_directories(out, ec);
+    if (ec) {
+        std::fprintf(stderr, "xmc mustpass: %s: %s\n", out.c_str(), ec.message().c_str());
+        return 2;
+    }
+    const std::vector<MustPassList> lists = generate_mustpass_lists();
+    for (const auto &l : lists) {
+        const std::string path = out + "/" + l.name + ".txt";
+        std::ofstream f(path, std::ios::binary | std::ios::trunc);
+        f << l.text;
+        if (!f.flush()) {
+            std::fprintf(stderr, "xmc mustpass: %s: cannot write\n", path.c_str());
+            return 2;
+        }
+    }
+    std::printf("xmc mustpass: wrote the %zu must-pass lists of suite %s to %s\n", lists.size(), suite_version(),
+                out.c_str());
+    // A list left from a capability since renamed or removed: said, not deleted.
+    std::vector<MustPassList> there;
+    std::string err;
+    int stale = 0;
+    if (read_mustpass_lists(out, &there, &err))
+        for (const auto &t : there)
+            if (std::none_of(lists.begin(), lists.end(), [&](const MustPassList &l) { return l.name == t.name; })) {
+                std::fprintf(stderr, "xmc mustpass: %s/%s.txt is not a list the catalogue generates: remove it\n",
+                             out.c_str(), t.name.c_str());
+                ++stale;
+            }
+    return stale ? 1 : 0;
 }
 
 // The devices a backend reports, one line each: "device <index> <uuid> <name>".
@@ -380,12 +445,27 @@ int main(int argc, char **argv) {
         ->check(at_least(1))
         ->capture_default_str();
 
-    auto *mustpass_cmd = app.add_subcommand("mustpass", "The must-pass lists embedded in this xmc");
-    bool mustpass_check = false;
-    std::string mustpass_version;
-    mustpass_cmd->add_flag("--check", mustpass_check, "Fail (exit 1) if a list disagrees with the catalogue");
+    auto *mustpass_cmd = app.add_subcommand("mustpass", "The must-pass lists embedded in this xmc; --generate writes "
+                                                        "this suite's from the catalogue");
+    bool mustpass_check = false, mustpass_gen = false;
+    std::string mustpass_version, mustpass_out, mustpass_dir_opt;
+    auto *check_flag = mustpass_cmd->add_flag(
+        "--check", mustpass_check,
+        "Fail (exit 1) if this suite's lists differ from those --generate writes, or an older suite's disagree "
+        "with the catalogue");
+    auto *generate_flag = mustpass_cmd->add_flag(
+        "--generate", mustpass_gen, "Write this suite's lists, generated from the catalogue, to --out");
     mustpass_cmd->add_option("--version", mustpass_version, "Only the lists of this suite version (default: every one)")
-        ->check(CLI::IsMember(mustpass_versions()));
+        ->check(CLI::IsMember(mustpass_version_choices()));
+    auto *out_opt = mustpass_cmd->add_option("--out", mustpass_out,
+                                             "Folder that receives the generated lists (conformance/mustpass/" +
+                                                 std::string(suite_version()) + " in the source tree)");
+    mustpass_cmd->add_option("--dir", mustpass_dir_opt,
+                             "Check the lists under DIR/<version>/ instead of those embedded (e.g. conformance/mustpass)")
+        ->needs(check_flag)
+        ->check(CLI::ExistingDirectory);
+    generate_flag->needs(out_opt)->excludes(check_flag);
+    out_opt->needs(generate_flag);
 
     auto *run_cmd = app.add_subcommand("run", "Run the test bodies in this process");
     std::string results_file;
@@ -462,7 +542,10 @@ int main(int argc, char **argv) {
     }
     if (*verify_cmd) return verify(verify_dir, qualified);
     if (*merge_cmd) return merge(merge_dirs, merge_out);
-    if (*mustpass_cmd) return mustpass_command(mustpass_check, mustpass_version);
+    if (*mustpass_cmd) {
+        if (mustpass_gen) return mustpass_generate(mustpass_version, mustpass_out);
+        return mustpass_command(mustpass_check, mustpass_version, mustpass_dir_opt);
+    }
     if (*bench_cmd) {
         if (backend.empty() && b.from.empty()) {
             std::fprintf(stderr, "xmc bench: --backend is required (xmc bench --help)\n");

@@ -82,9 +82,54 @@ bool version_less(const std::string &a, const std::string &b) {
     }
 }
 
-std::string mustpass_dir(const std::string &version) { return "conformance/mustpass/" + version + "/"; }
+// The first line at which two texts differ (1-based), with the line of each ("" past the end),
+// or 0 when they are equal. A missing newline at the end is a difference of the last line.
+int first_difference(const std::string &a, const std::string &b, std::string *line_a, std::string *line_b) {
+    if (a == b) return 0;
+    size_t pa = 0, pb = 0;
+    for (int n = 1;; ++n) {
+        const size_t ea = a.find('\n', pa), eb = b.find('\n', pb);
+        // A line with its newline, so that "X" and "X\n" differ here.
+        const std::string la = pa < a.size() ? a.substr(pa, ea == std::string::npos ? std::string::npos : ea - pa + 1) : "";
+        const std::string lb = pb < b.size() ? b.substr(pb, eb == std::string::npos ? std::string::npos : eb - pb + 1) : "";
+        if (la != lb) {
+            *line_a = la;
+            *line_b = lb;
+            return n;
+        }
+        pa += la.size();
+        pb += lb.size();
+    }
+}
+
+// A line as a problem shows it: quoted, its newline dropped (or said missing), or the end of the file.
+std::string shown_line(const std::string &line) {
+    if (line.empty()) return "the end of the file";
+    if (line.back() == '\n') return "'" + line.substr(0, line.size() - 1) + "'";
+    return "'" + line + "' (no newline at the end)";
+}
+
+// The first line of a generated list: which backends it holds.
+std::string list_heading(const std::string &version, const std::string &name) {
+    const std::string head = "# xmc " + version + " must-pass list ";
+    if (name == "model") return head + "'model': the suite's own reference checks, for every backend\n";
+    if (name == "always") return head + "for every backend (capability 'always': the entry points every backend has)\n";
+    return head + "for backends declaring capability '" + name + "'\n";
+}
+
+// Why a capability's list is empty, where the catalogue gives it no `pr` row of its own; a
+// capability without an entry gets a plain statement of the fact.
+const std::map<std::string, std::string> &empty_list_notes() {
+    static const std::map<std::string, std::string> notes = {
+        {"pin_driver", "# None of its own: a driver-pinning backend is held to pin.txt, whose bodies\n"
+                       "# check the lock state by the driver's report (PIN-KINDS).\n"},
+    };
+    return notes;
+}
 
 } // namespace
+
+std::string mustpass_dir(const std::string &version) { return "conformance/mustpass/" + version + "/"; }
 
 std::vector<std::string> mustpass_versions() {
     std::set<std::string> seen;
@@ -103,8 +148,60 @@ std::vector<MustPassList> mustpass_lists(const std::string &version) {
     std::vector<MustPassList> v;
     for (int i = 0; i < embedded::kMustPassFileCount; ++i)
         if (embedded::kMustPassFiles[i].version == version)
-            v.push_back({embedded::kMustPassFiles[i].name, ids_of_text(embedded::kMustPassFiles[i].text)});
+            v.push_back({embedded::kMustPassFiles[i].name, ids_of_text(embedded::kMustPassFiles[i].text),
+                         embedded::kMustPassFiles[i].text});
     return v;
+}
+
+bool read_mustpass_lists(const std::string &dir, std::vector<MustPassList> *out, std::string *error) {
+    namespace fs = std::filesystem;
+    out->clear();
+    const fs::path d(dir);
+    std::error_code ec;
+    fs::directory_iterator it(d, ec);
+    if (ec) {
+        *error = d.string() + ": " + ec.message();
+        return false;
+    }
+    for (const auto &e : it) {
+        if (!e.is_regular_file() || e.path().extension() != ".txt") continue;
+        std::ifstream in(e.path(), std::ios::binary);
+        std::stringstream text;
+        text << in.rdbuf();
+        if (!in) {
+            *error = e.path().string() + ": cannot read";
+            return false;
+        }
+        out->push_back({e.path().stem().string(), ids_of_text(text.str()), text.str()});
+    }
+    std::sort(out->begin(), out->end(), [](const MustPassList &a, const MustPassList &b) { return a.name < b.name; });
+    return true;
+}
+
+std::vector<MustPassList> generate_mustpass_lists() {
+    const std::string version = suite_version();
+    std::vector<std::string> names = {"model", "always"};
+    for (int i = 0; i < XMC_CAP_COUNT_; ++i) names.push_back(xmc_cap_string(1ull << i));
+    std::sort(names.begin(), names.end());
+    std::vector<MustPassList> lists;
+    for (const auto &name : names) {
+        MustPassList l{name, {}, list_heading(version, name)};
+        l.text += "# Generated from conformance/requirements.tsv by `xmc mustpass --generate`: edit the catalogue, "
+                  "not this file.\n";
+        l.text += "# One requirement ID a line. Requirements measured only by a hardware tier are not listed.\n";
+        for (const auto &r : catalogue())
+            if (r.capability == name && r.in_tier("pr")) l.ids.push_back(r.id);
+        if (l.ids.empty()) {
+            const auto note = empty_list_notes().find(name);
+            l.text += note != empty_list_notes().end()
+                          ? note->second
+                          : "# None of its own: no requirement of the `pr` tier has '" + name +
+                                "' as its primary capability.\n";
+        }
+        for (const auto &id : l.ids) l.text += id + "\n";
+        lists.push_back(std::move(l));
+    }
+    return lists;
 }
 
 bool MustPass::contains(const std::string &id) const {
@@ -117,7 +214,12 @@ bool mustpass_for(const std::string &version, xmc_caps caps, MustPass *out, std:
     if (lists.empty()) {
         std::string known;
         for (const auto &v : mustpass_versions()) known += (known.empty() ? "" : ", ") + v;
-        *error = "this xmc holds no must-pass lists of suite " + version + " (it holds " + known + ")";
+        *error = "this xmc holds no must-pass lists of suite " + version + " (it holds " +
+                 (known.empty() ? std::string("none") : known) + ")";
+        // A new suite version's build, before its lists are generated and checked in.
+        if (version == suite_version())
+            *error += ": generate them from the source tree's root with `xmc mustpass --generate --out " +
+                      mustpass_dir(version) + "`, then rebuild";
         return false;
     }
     out->suite = version;
@@ -180,11 +282,42 @@ bool parse_mustpass(const std::string &text, MustPass *out, std::string *error) 
     return true;
 }
 
-std::vector<std::string> check_mustpass_lists(const std::string &version) {
+namespace {
+
+// The current version: each list equals the generated one, byte for byte.
+std::vector<std::string> compare_with_generated(const std::string &version, const std::vector<MustPassList> &lists,
+                                                const std::string &shown_dir) {
     std::vector<std::string> problems;
-    const std::string dir = mustpass_dir(version);
-    const std::vector<MustPassList> lists = mustpass_lists(version);
-    if (lists.empty()) return {dir + ": no must-pass lists of suite " + version + " are embedded"};
+    const std::vector<MustPassList> want = generate_mustpass_lists();
+    if (lists.empty()) {
+        problems.push_back(shown_dir + ": no must-pass lists of suite " + version + " (this suite's)");
+    } else {
+        for (const auto &w : want) {
+            const auto have = std::find_if(lists.begin(), lists.end(), [&](const MustPassList &l) { return l.name == w.name; });
+            if (have == lists.end()) {
+                problems.push_back(shown_dir + w.name + ".txt is missing: the catalogue gives it " +
+                                   std::to_string(w.ids.size()) + " requirement(s)");
+                continue;
+            }
+            std::string line_have, line_want;
+            const int n = first_difference(have->text, w.text, &line_have, &line_want);
+            if (n)
+                problems.push_back(shown_dir + w.name + ".txt:" + std::to_string(n) + ": " + shown_line(line_have) +
+                                   ", where the catalogue generates " + shown_line(line_want));
+        }
+        for (const auto &l : lists)
+            if (std::none_of(want.begin(), want.end(), [&](const MustPassList &w) { return w.name == l.name; }))
+                problems.push_back(shown_dir + l.name + ".txt is not a list the catalogue generates ('" + l.name +
+                                   "' is not a capability, nor 'model' or 'always'): remove it");
+    }
+    return problems;
+}
+
+// An older version: its frozen lists agree with the catalogue.
+std::vector<std::string> check_agreement(const std::string &version, const std::vector<MustPassList> &lists,
+                                         const std::string &dir) {
+    std::vector<std::string> problems;
+    if (lists.empty()) return {dir + ": no must-pass lists of suite " + version};
     std::map<std::string, std::string> list_of;  // ID -> list naming it
     for (const auto &l : lists) {
         const xmc_caps bit = capability_bit(l.name);
@@ -205,14 +338,22 @@ std::vector<std::string> check_mustpass_lists(const std::string &version) {
             list_of[id] = l.name;
         }
     }
-    // An older version's lists predate the rows added since: only the current
-    // version must list every `pr` requirement.
-    if (version != suite_version()) return problems;
-    for (const auto &r : catalogue())
-        if (r.in_tier("pr") && !list_of.count(r.id))
-            problems.push_back(r.id + " (capability " + r.capability + ", tier pr) is in no must-pass list: add it to " +
-                               dir + r.capability + ".txt");
     return problems;
+}
+
+} // namespace
+
+std::string mustpass_regenerate_hint(const std::string &version) {
+    return "the lists of suite " + version + " are generated from conformance/requirements.tsv, not edited: "
+           "regenerate them from the source tree's root with `xmc mustpass --generate --out " + mustpass_dir(version) +
+           "` (the xmc built from that tree), then rebuild";
+}
+
+std::vector<std::string> check_mustpass_lists(const std::string &version, const std::vector<MustPassList> &lists,
+                                              const std::string &shown_dir) {
+    // An older version's lists predate the rows added since: they are history, not regenerated.
+    if (version == suite_version()) return compare_with_generated(version, lists, shown_dir);
+    return check_agreement(version, lists, shown_dir);
 }
 
 // ---- waivers ----------------------------------------------------------------

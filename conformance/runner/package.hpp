@@ -36,15 +36,30 @@ const char *build_compiler(); // compiler id and version xmc was built with
 // (the suite's own reference checks) and, from 0.2.0, `always` (the entry
 // points every backend has); those two apply to every backend. A line holds
 // one requirement ID; '#' starts a comment.
+// The current version's lists are generated from the catalogue (`xmc mustpass
+// --generate`, generate_mustpass_lists) and checked in; an older version's are
+// frozen history, checked for agreement with the catalogue only.
 struct MustPassList {
     std::string name;              // "pin", "model", ...
     std::vector<std::string> ids;  // in file order
+    std::string text;              // the file, byte for byte
 };
-// The versions whose lists are embedded, oldest first; suite_version() is one.
+// The versions whose lists are embedded, oldest first; suite_version() is one
+// once its lists are checked in (a new version's build has none until they are generated).
 std::vector<std::string> mustpass_versions();
 bool is_mustpass_version(const std::string &version);
 // The lists of one version (empty for a version not embedded).
 std::vector<MustPassList> mustpass_lists(const std::string &version);
+// The lists that are files dir/*.txt (`xmc mustpass --check --dir`, what --generate finds in
+// --out): false, *error when the folder cannot be read. Sorted by name.
+bool read_mustpass_lists(const std::string &dir, std::vector<MustPassList> *out, std::string *error);
+// The lists of this suite version generated from the catalogue, sorted by name: `model`,
+// `always` and one per capability of <xmc/backend.h> (empty lists too: qualify needs a list for
+// every capability a backend may declare). A list holds the `pr` rows whose primary capability
+// (first in the catalogue's second column) names it, in catalogue order.
+std::vector<MustPassList> generate_mustpass_lists();
+// Where the lists of a version are checked in, relative to the source tree's root.
+std::string mustpass_dir(const std::string &version);
 
 // The must-pass set of a backend: the union of `model`, `always` (where the
 // version has them) and the list of each declared capability.
@@ -60,11 +75,16 @@ bool mustpass_for(const std::string &version, xmc_caps caps, MustPass *out, std:
 // mustpass.txt: a header naming the suite version and the lists, then the IDs.
 std::string mustpass_text(const MustPass &m);
 bool parse_mustpass(const std::string &text, MustPass *out, std::string *error);
-// Checks one version's lists against the catalogue: every ID exists, has the
-// list's capability and runs in `pr`, no ID twice; for the current version
-// also every `pr` requirement is in its capability's list (an older version
-// predates the newer rows). Returns the problems (empty: consistent).
-std::vector<std::string> check_mustpass_lists(const std::string &version);
+// Checks one version's lists (`lists`, shown as under `shown_dir`). The current
+// version's must equal generate_mustpass_lists() byte for byte: a list missing, one
+// the catalogue does not generate, or the first line that differs is a problem
+// (mustpass_regenerate_hint says how to mend them). An older version's are checked
+// for agreement with the catalogue: every ID exists, has the list's capability and runs
+// in `pr`, no ID twice (they predate the newer rows). Returns the problems (empty: consistent).
+std::vector<std::string> check_mustpass_lists(const std::string &version, const std::vector<MustPassList> &lists,
+                                              const std::string &shown_dir);
+// What to do when this suite's lists differ from the generated ones: the command that regenerates them.
+std::string mustpass_regenerate_hint(const std::string &version);
 
 // ---- waivers ----------------------------------------------------------------
 // One waiver a line, tab-separated:

@@ -75,6 +75,11 @@ expect 2 'xmc bench: --kind: gpu not in \{cuda,host\}' bench --backend host --ki
 expect 2 'xmc bench: --timeout: takes a number >= 1, not .0.' bench --backend host --timeout 0
 expect 2 'xmc bench: --backend is required' bench
 expect 2 'xmc mustpass: --version: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' mustpass --version 9.9.9
+expect 2 'xmc mustpass: --generate requires --out' mustpass --generate
+expect 2 'xmc mustpass: --out requires --generate' mustpass --out "$work/mp"
+expect 2 'xmc mustpass: --dir requires --check' mustpass --dir "$work"
+expect 2 'xmc mustpass: --check excludes --generate' mustpass --generate --check --out "$work/mp"
+expect 2 'the lists of 0\.1\.0 are frozen' mustpass --generate --version 0.1.0 --out "$work/mp"
 expect 2 'xmc where: ID is required' where
 expect 2 'xmc verify: DIR is required' verify
 expect 2 'xmc list-requirements: .*not expected: .*--backend' list-requirements --backend host
@@ -91,6 +96,7 @@ expect 0 '^host ' list-backends
 expect 0 'reports 1 device' list-devices
 expect 0 '^0\.1\.0/pin\.txt: PIN-ALLOC' mustpass --version 0.1.0
 expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.2\.0' mustpass --check
+expect 0 '^xmc mustpass: wrote the 14 must-pass lists of suite 0\.2\.0' mustpass --generate --out "$work/mp"
 
 # --tier runs the rows of that tier only (requirements.tsv): REG-SPEED is gpu1's alone.
 expect 0 '^xmc: tests:16 passed' qualify --backend host --tier gpu2 --filter 'REG-*' --out "$work/tier-gpu2"

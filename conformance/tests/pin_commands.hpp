@@ -1,4 +1,5 @@
-// The stateful commands of the PIN-* properties (conformance/tests/test_pin.cpp):
+// The stateful commands of the PIN-* properties (conformance/tests/test_pin.cpp,
+// test_pin_methods.cpp):
 // the system under test, its commands against the pinning model
 // (reference/model/pin_model.hpp), and run_stateful, which checks random
 // sequences of a mix of them.

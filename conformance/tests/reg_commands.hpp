@@ -1,4 +1,5 @@
-// The stateful commands of the REG-* properties (conformance/tests/test_register.cpp):
+// The stateful commands of the REG-* properties (conformance/tests/test_register.cpp,
+// test_register_use.cpp):
 // the system under test (an instance and an arena of its own), its commands
 // against the registration model (reference/model/reg_model.hpp), and
 // run_stateful, which checks random sequences of a mix of them. Over a fake

@@ -1,6 +1,7 @@
 // The parameterized suites, instantiated for every selected backend (SPEC 6),
-// in the order they run. A test file holds every test of its primitive,
-// whatever its fixture, so several files name one suite; gtest runs suites in
+// in the order they run. A test file holds every test of its requirements
+// (a primitive's are split among a few files), whatever the fixture, so several
+// files name one suite; gtest runs suites in
 // the order they are first named, which is fixed here, in the first test file
 // linked. The order is the one the suites had before their tests moved: the
 // tests of a requirement run together in one process (xmc qualify), and what
@@ -8,7 +9,7 @@
 // process) is what a later one starts from, so a new order can change a
 // self-test's verdict.
 // TransferTest runs last; test_transfer.cpp instantiates it, as
-// xmc_multirank compiles that file alone.
+// xmc_multirank links the transfer files (test_transfer*.cpp) without this one.
 #include "absent_platform.hpp"
 #include "copy_env.hpp"
 #include "fault_sweep.hpp"

@@ -4,7 +4,7 @@
 // stream it is launched on), what a capturing stream refuses and that it is
 // usable once the capture ends, and that destroying a graph never frees what
 // a running launch uses. Graphs over slots (VMM-GRAPH, VMM-GRAPH-ORDER) are in
-// test_vmm.cpp. Buffers come from the backend (copy_env.hpp); device memory is
+// test_vmm_graph.cpp. Buffers come from the backend (copy_env.hpp); device memory is
 // only read and written through the backend's own copies.
 #include "copy_env.hpp"
 

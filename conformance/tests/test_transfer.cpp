@@ -1,4 +1,4 @@
-// AFF-EXEC-EXACT .. AFF-NO-HANG: the affine transfer executor (SPEC 5). Every test body of a
+// AFF-EXEC-EXACT .. AFF-GROUP: the affine transfer executor (SPEC 5). Every test body of a
 // transfer requirement, run on every selected backend and on every rank of a world: the checks
 // (each a few lines, combined by the tests), the fixed and random cases, and the hostile
 // arguments of one call (HostileTest). Expected contents come from the model's oracle
@@ -572,7 +572,7 @@ TEST_P(TransferTest, AFF_GROUP_SubsetsOfTheWorld) {
 
 XMC_INSTANTIATE_FOR_BACKENDS(TransferTest);
 // HostileTest is instantiated by xmc (suites.cpp); xmc_multirank, which
-// compiles this file alone, runs the TransferTest bodies only.
+// links the transfer files (test_transfer*.cpp) without suites.cpp, runs the TransferTest bodies only.
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(HostileTest);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FaultSweep);
 

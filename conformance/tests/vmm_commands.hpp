@@ -1,8 +1,9 @@
-// The stateful commands of the VMM-* properties (conformance/tests/test_vmm.cpp):
-// the system under test, its commands against the slot model
-// (reference/model/slot_model.hpp), and run_stateful, which checks random
-// sequences of a mix of them. Each requirement's property (in test_vmm.cpp)
-// names its mix of commands and the refusals it draws.
+// The stateful commands of the VMM-* properties (conformance/tests/test_vmm.cpp,
+// test_vmm_requests.cpp, test_vmm_errors.cpp, test_vmm_graph.cpp): the system under
+// test, its commands against the slot model (reference/model/slot_model.hpp), and
+// run_stateful, which checks random sequences of a mix of them. Each requirement's
+// property (in the file of its requirement) names its mix of commands and the
+// refusals it draws.
 #pragma once
 #include "boundary.hpp"
 #include "fixture.hpp"

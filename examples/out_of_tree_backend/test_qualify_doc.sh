@@ -36,6 +36,8 @@ check() {
   if grep -Eq "$2" "$3"; then echo "ok: $1"; else echo "FAIL: $1 ('$2' not in $3)"; fails=$((fails + 1)); fi
 }
 check "list-backends shows the example's declared capability" '^example +1.0 +caps=pin ' "$WORK/workflow.log"
+lines=$(wc -l <"$SRC/example_backend.cpp")
+check "the document gives the example's length ($lines lines)" "pinning-only backend of $lines lines" "$doc"
 check "the example qualifies: every must-pass requirement passed" 'failed:0' "$WORK/results/summary.txt"
 check "the package holds the report" 'id="summary"' "$WORK/results/report.html"
 check "the must-pass list is model + always + pin" '^# lists: model always pin$' "$WORK/results/mustpass.txt"
