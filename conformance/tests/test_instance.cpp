@@ -1,7 +1,9 @@
 // CORE-INSTANCE: the entry points every backend has (capability `always`):
 // open, close, device_count, device_info, status_name and last_error, under
 // hostile arguments and dead instances (SPEC 3). Run on every selected
-// backend, in the suite HostileTest (hostile.hpp).
+// backend, in the suite HostileTest (hostile.hpp); and, for a backend over a driver, the entry
+// points that take a device where the platform is hidden (AbsentPlatform, absent_platform.hpp).
+#include "absent_platform.hpp"
 #include "hostile.hpp"
 
 #include <cstddef>
@@ -79,6 +81,61 @@ TEST_P(HostileTest, CORE_INSTANCE_DeviceQueriesRefuseHostileArguments) {
         ASSERT_NE(name, nullptr) << "status_name(" << v << ")";
         EXPECT_STREQ(name, "unknown_status") << "status_name(" << v << ")";
     }
+}
+
+// Every entry point that takes a device, where the platform is hidden in a child (no driver
+// library, a driver with no device, devices without the registration extension). With no device
+// at all the platform cannot serve anything: each is refused with exactly XMC_ERR_UNSUPPORTED,
+// saying why, and no driver code, since no driver answered (an invented driver error is a
+// pretence too). Where devices exist, the device past the last and -1 are XMC_ERR_NO_DEVICE.
+// Each refusal names the call and makes nothing.
+TEST_P(AbsentPlatform, CORE_INSTANCE_EveryEntryPointTakingADeviceAnswersExactlyWhereThePlatformIsHidden) {
+    each_hiding([&](Hiding::What) {
+        int32_t n = -1;
+        XMC_ASSERT_STATUS(XMC_OK, api->device_count(inst, &n));
+        ASSERT_GE(n, 0);
+        const xmc_status want = n == 0 ? XMC_ERR_UNSUPPORTED : XMC_ERR_NO_DEVICE;
+        auto exact = [&](xmc_status got, const char *call) {
+            EXPECT_TRUE(this->refused(want, got, call));
+            xmc_error_info e{};
+            api->last_error(inst, &e);
+            if (n == 0) {
+                EXPECT_EQ(e.native_code, 0) << call << ": a driver code where no driver answered: " << e.message;
+            }
+        };
+        std::vector<int32_t> absent = {n, -1};
+        if (n == 0) absent = {0, 1, -1};
+        for (const int32_t d : absent) {
+            SCOPED_TRACE("device " + std::to_string(d) + " of " + std::to_string(n));
+            xmc_device_info info{};
+            XMC_EXPECT_REFUSED(XMC_ERR_NO_DEVICE, api->device_info(inst, d, &info), "device_info");
+            if (api->stream_create) {
+                xmc_stream *s = nullptr;
+                exact(api->stream_create(inst, d, &s), "stream_create");
+                EXPECT_EQ(s, nullptr) << "a stream handle for no device";
+            }
+            if (api->event_create) {
+                xmc_event *e = nullptr;
+                exact(api->event_create(inst, d, &e), "event_create");
+                EXPECT_EQ(e, nullptr) << "an event handle for no device";
+            }
+            if (api->dev_alloc) {
+                void *p = nullptr;
+                exact(api->dev_alloc(inst, d, 4096, &p), "dev_alloc");
+                EXPECT_EQ(p, nullptr) << "device memory on no device";
+            }
+            if (api->slot_create) {
+                xmc_slot *slot = nullptr;
+                xmc_slot_info si{};
+                exact(api->slot_create(inst, d, 2u << 20, &slot, &si), "slot_create");
+                EXPECT_EQ(slot, nullptr) << "a slot on no device";
+            }
+            if (api->device_free_memory) {
+                uint64_t free_bytes = 0, total = 0;
+                exact(api->device_free_memory(inst, d, &free_bytes, &total), "device_free_memory");
+            }
+        }
+    });
 }
 
 } // namespace
