@@ -3,7 +3,7 @@
 // defaults): mapping a slot's fresh memory, a worker thread's loop, the
 // stream's hand-off of a request to the workers, and close's wait before it
 // unmaps. The reference never changes the table; the self-test's broken
-// backends (conformance/broken/vmm_*.cpp) each put one buggy step of their own
+// backends (conformance/broken/vmm/) each put one buggy step of their own
 // in it before their first open, so the bugs live with them, not here.
 #pragma once
 #include "host.hpp"
