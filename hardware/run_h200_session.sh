@@ -12,7 +12,8 @@
 #   pytorch  the PyTorch adapter's tier (hardware/run_pytorch_tier.sh)
 #   nccl     the NCCL path on one GPU: xmc_nccl_probe (a single-rank communicator's local path, and
 #            what NCCL answers two ranks on one GPU), the paths the AFF-* bodies find with NCCL
-#            (ranks as threads), and with mpirun two processes on the GPU forced onto NCCL. NCCL is
+#            (ranks as threads), and with mpirun two processes on the GPU forced onto NCCL (skipped
+#            with NCCL's own answer where it refuses two ranks on one GPU). NCCL is
 #            XMC_NCCL_LIBRARY, else PyTorch's wheel's (site-packages/nvidia/nccl/lib), else the
 #            toolkit's, else libnccl.so.2 on the loader's path.
 # Usage, from the repository root, with the runner, benchmarks and the cuda and

@@ -13,6 +13,29 @@ if [ "${gpus:-0}" -lt 1 ]; then
   exit 77
 fi
 unset XMC_CUDA_DRIVER  # the real libcuda.so.1
+# Path nccl with more processes than visible GPUs: NCCL refuses two ranks on one device
+# (ncclCommInitRank: invalid usage), so every body would fail on NCCL's refusal, not on the
+# backend. NCCL is asked first (xmc_nccl_probe, beside the runner: two ranks on the one GPU), and
+# the run skips with NCCL's own answer; an NCCL that takes them runs the bodies.
+visible=${CUDA_VISIBLE_DEVICES:-0}
+visible=$(echo "$visible" | tr ',' '\n' | grep -c .)
+if [ "$path" = nccl ] && [ "$visible" -lt "$np" ]; then
+  probe=$(dirname "$bin")/xmc_nccl_probe
+  if [ ! -x "$probe" ]; then
+    echo "gpu1 multirank nccl: skipped: $np processes on $visible GPU(s), which NCCL refuses (invalid usage), and no $probe to ask NCCL itself"
+    exit 77
+  fi
+  answer=$("$probe" 2>&1 | grep -m1 '^nccl probe: two ranks on one GPU:')
+  case $answer in
+    *answered*)
+      echo "gpu1 multirank nccl: skipped: $np processes on $visible GPU(s): NCCL refuses two ranks on one GPU: ${answer#nccl probe: two ranks on one GPU: }"
+      exit 77 ;;
+    *joined*joined*) ;;  # this NCCL takes two ranks on one GPU: the bodies run
+    *)
+      echo "gpu1 multirank nccl: xmc_nccl_probe gave no answer for two ranks on one GPU: ${answer:-nothing}"
+      exit 1 ;;
+  esac
+fi
 # NCCL refuses two ranks on one GPU, and with no IPC path the backend's own choice between two
 # processes is NCCL: a run on another path leaves NCCL out (an NCCL that cannot load is no path).
 if [ "$path" != nccl ]; then export XMC_NCCL_LIBRARY=/nonexistent/libnccl.so.2; fi
