@@ -116,4 +116,19 @@ void guard_table(xmc_backend &t) {
 #undef XMC_GUARD_I
 }
 
+xmc_status require_driver(xmc_instance *inst, const char *call, bool usable, const std::string &why,
+                          const char *kind, const std::string &library, const std::string &missing) {
+    if (!usable) return fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: %s", call, why.c_str());
+    if (!missing.empty())
+        return fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: the %s %s does not export %s", call, kind,
+                    library.c_str(), missing.c_str());
+    return XMC_OK;
+}
+
+xmc_status check_device_index(xmc_instance *inst, int32_t device, size_t count, const char *call) {
+    if (device < 0 || static_cast<size_t>(device) >= count)
+        return fail(inst, XMC_ERR_NO_DEVICE, 0, call, "%s: no device %d (the driver has %zu)", call, device, count);
+    return XMC_OK;
+}
+
 } // namespace xmc::be

@@ -5,6 +5,7 @@
 #include <xmc/backend.h>
 
 #include <cstdint>
+#include <string>
 
 // The instance every in-tree backend derives from: an id keys the error slots.
 // Constructing one enters it in its library's set of live instances and
@@ -22,6 +23,14 @@ xmc_status fail(xmc_instance *inst, xmc_status status, int64_t native_code, cons
 // Success of a call: the last error is about the last failing call only, so
 // nothing to do; kept as a name for readability at call sites.
 inline xmc_status ok() { return XMC_OK; }
+
+// REG-UNAVAILABLE and the like: a driver that is not usable (`why`), or that lacks entry points
+// (`missing`, exported by `library`, which is a `kind`: driver, loader), refuses `call` as
+// unsupported, naming what is missing; no native code, since no driver answered.
+xmc_status require_driver(xmc_instance *inst, const char *call, bool usable, const std::string &why,
+                          const char *kind, const std::string &library, const std::string &missing);
+// CORE-INSTANCE: an index outside [0, count), negative ones too, is no device.
+xmc_status check_device_index(xmc_instance *inst, int32_t device, size_t count, const char *call);
 // Copies this thread's last error on `inst`; all zero (XMC_OK) for an
 // instance that is not live.
 void last_error(xmc_instance *inst, xmc_error_info *out);

@@ -76,6 +76,33 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     return ok();
 }
 
+xmc_status PinRegistry::alloc_for_device(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device,
+                                         bool usable, size_t device_count, RegisterBlock register_block,
+                                         xmc_pin_result *out) {
+    // Before anything is allocated: a block whose base cannot be returned would leak.
+    if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
+    if (device != XMC_NO_DEVICE && (device < 0 || (usable && static_cast<size_t>(device) >= device_count)))
+        return fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)", device,
+                    device_count);
+    PinBlock block;
+    if (xmc_status st = alloc(inst, bytes, alignment, &block); st != XMC_OK) return st;
+    *out = xmc_pin_result{};
+    out->base = reinterpret_cast<void *>(block.base);
+    out->size = block.size;
+    if (device == XMC_NO_DEVICE) return ok();
+    int64_t native = 0;
+    if (const xmc_status reg = register_block(inst, block.base, block.size, device, &native); reg != XMC_OK) {
+        out->reg_status = reg;  // lock-only, and it says so
+        out->reg_native_code = native;
+        return ok();
+    }
+    // After the platform's registration locks are released: the release hook takes them under
+    // this registry's lock, so the two are never taken in the other order.
+    set_device(block.base, device);
+    out->registered = 1;
+    return ok();
+}
+
 void PinRegistry::set_device(uintptr_t base, int32_t device) {
     Guard lock(*this, "pin_alloc");
     if (PinBlock *b = blocks_.find(base)) b->device = device;

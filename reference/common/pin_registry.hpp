@@ -54,6 +54,17 @@ public:
 
     // Allocates and locks; on success the block is live and accounted.
     xmc_status alloc(xmc_instance *inst, size_t bytes, size_t alignment, PinBlock *out);
+    // A platform's step that registers a fresh block with a device: the status, and the driver's
+    // code in *native when a driver answered.
+    using RegisterBlock = xmc_status (*)(xmc_instance *inst, uintptr_t base, size_t size, int32_t device,
+                                         int64_t *native);
+    // pin_alloc over a driver (PIN-ALLOC, PIN-DEVICE): a device index that cannot exist (negative,
+    // or past `device_count` where the driver is `usable`) is bad input, refused before anything is
+    // allocated; then the block is pinned and, for a device, registered by `register_block`. A
+    // refused registration leaves the block lock-only, saying why with the driver's code: never a
+    // silent degradation (a registration bug the suite was built from).
+    xmc_status alloc_for_device(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, bool usable,
+                                size_t device_count, RegisterBlock register_block, xmc_pin_result *out);
     // Records the device a live block was registered with.
     void set_device(uintptr_t base, int32_t device);
     xmc_status free(xmc_instance *inst, void *base);

@@ -172,19 +172,11 @@ xmc_status driver_fail(xmc_instance *inst, CUresult r, const char *call, const c
 
 xmc_status require(xmc_instance *inst, const char *call, const std::string &missing) {
     Driver &d = Driver::get();
-    if (!d.usable) return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: %s", call, d.why.c_str());
-    if (!missing.empty())
-        return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, call, "%s: the driver %s does not export %s", call,
-                        d.library.c_str(), missing.c_str());
-    return XMC_OK;
+    return be::require_driver(inst, call, d.usable, d.why, "driver", d.library, missing);
 }
 
 xmc_status check_device(xmc_instance *inst, int32_t device, const char *call) {
-    const size_t n = Driver::get().devices.size();
-    // CORE-INSTANCE: an index outside [0, count), negative ones too.
-    if (device < 0 || static_cast<size_t>(device) >= n)
-        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, call, "%s: no device %d (the driver has %zu)", call, device, n);
-    return XMC_OK;
+    return be::check_device_index(inst, device, Driver::get().devices.size(), call);
 }
 
 } // namespace xmc::cuda

@@ -38,40 +38,22 @@ static xmc_status unregister_block(const be::PinBlock &block, int64_t *native, c
 
 void install_pin_hook() { PinRegistry::process().set_release_hook(unregister_block); }
 
-xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
-    // Before anything is allocated: a block whose base cannot be returned would leak.
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
+// PIN-DEVICE: the block registered with `device` in its context, as reg_register does; no
+// driver or no registration entry points: lock-only, unsupported.
+static xmc_status register_block(xmc_instance *inst, uintptr_t base, size_t size, int32_t device, int64_t *native) {
     Driver &d = Driver::get();
-    // A device index that cannot exist is bad input, refused before anything
-    // is allocated; a device the driver cannot serve degrades (below).
-    if (device != XMC_NO_DEVICE && (device < 0 || (d.usable && static_cast<size_t>(device) >= d.devices.size())))
-        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)",
-                        device, d.devices.size());
-    // PIN-ALLOC, PIN-MEMLOCK, PIN-ACCOUNT: the shared registry's (pin_registry.cpp).
-    be::PinBlock block;
-    xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
-    if (st != XMC_OK) return st;
-    *out = xmc_pin_result{};
-    out->base = reinterpret_cast<void *>(block.base);
-    out->size = block.size;
-    if (device == XMC_NO_DEVICE) return XMC_OK;
-    // PIN-DEVICE: no driver or no registration entry points: lock-only, unsupported.
-    if (!d.usable || !d.missing_register.empty()) {
-        out->reg_status = XMC_ERR_UNSUPPORTED;  // lock-only, and it says so
-        return XMC_OK;
-    }
+    if (!d.usable || !d.missing_register.empty()) return XMC_ERR_UNSUPPORTED;
     CUcontext ctx = nullptr;
-    CUresult native = CUDA_SUCCESS;
-    // PIN-DEVICE: a failed registration: lock-only, with its status and code.
-    const xmc_status reg = driver_register(inst, "pin_alloc", out->base, block.size, device, &ctx, &native);
-    if (reg != XMC_OK) {
-        out->reg_status = reg;
-        out->reg_native_code = native;
-        return XMC_OK;
-    }
-    PinRegistry::process().set_device(block.base, device);
-    out->registered = 1;
-    return XMC_OK;
+    CUresult res = CUDA_SUCCESS;
+    const xmc_status st = driver_register(inst, "pin_alloc", reinterpret_cast<void *>(base), size, device, &ctx, &res);
+    *native = res;
+    return st;
+}
+
+xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
+    Driver &d = Driver::get();
+    return PinRegistry::process().alloc_for_device(inst, bytes, alignment, device, d.usable, d.devices.size(),
+                                                   register_block, out);
 }
 
 // PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;

@@ -292,25 +292,8 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
     return XMC_OK;
 }
 
-xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out) {
-    return submit(inst, "slot_release", false, &slot, 1, s, nullptr, nullptr, 0, out);
-}
-
-xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *host_src, size_t src_bytes,
-                      uint32_t flags, xmc_request **out) {
-    return submit(inst, "slot_remap", true, &slot, 1, s, &host_src, &src_bytes, flags, out);
-}
-
-xmc_status slot_release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
-                              xmc_request **out) {
-    return submit(inst, "slot_release_batch", false, slots, n, s, nullptr, nullptr, 0, out);
-}
-
-xmc_status slot_remap_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,
-                            const void *const *host_srcs, const size_t *src_bytes, uint32_t flags,
-                            xmc_request **out) {
-    return submit(inst, "slot_remap_batch", true, slots, n, s, host_srcs, src_bytes, flags, out);
-}
+// slot_release, slot_remap and their batches: one submit each (slot_book.hpp).
+XMC_SLOT_SUBMIT_ENTRIES(submit)
 
 xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t index, xmc_stream *s) {
     const char *call = "request_launch_copy";
@@ -330,11 +313,8 @@ xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms)
     return be::wait_request(inst, vmm_of(inst), h, timeout_ms);
 }
 
-xmc_status request_adopt(xmc_instance *inst, xmc_request *h) { return be::adopt_request(inst, vmm_of(inst), h); }
-
-xmc_status request_query(xmc_instance *inst, xmc_request *h, xmc_request_info *out) {
-    return be::query_request(inst, vmm_of(inst), h, out);
-}
+// request_adopt and request_query: the book's own (slot_book.hpp).
+XMC_SLOT_REQUEST_ENTRIES(vmm_of)
 
 xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s) {
     const char *call = "request_stream_wait";

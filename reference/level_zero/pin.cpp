@@ -33,49 +33,20 @@ void install_pin_hook() { PinRegistry::process().set_release_hook(unregister_blo
 
 // Registers a fresh block with `device`; the status and native code say why not.
 static xmc_status register_block(xmc_instance *inst, uintptr_t base, size_t size, int32_t device,
-                                 ze_result_t *native) {
+                                 int64_t *native) {
     Driver &d = Driver::get();
     if (xmc_status st = require(inst, "pin_alloc", d.missing_register); st != XMC_OK) return st;
     // PIN-DEVICE: no extension: lock-only, reported unsupported.
     if (!d.devices[static_cast<size_t>(device)].memmap)
         return be::fail(inst, XMC_ERR_UNSUPPORTED, 0, "pin_alloc",
                         "pin_alloc: the driver of device %d does not list the external-memmap extension", device);
-    int64_t code = 0;
-    const xmc_status st = registrations().add_pinned(inst, base, size, device, &code);
-    *native = static_cast<ze_result_t>(code);
-    return st;
+    return registrations().add_pinned(inst, base, size, device, native);
 }
 
 xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
-    // Before anything is allocated: a block whose base cannot be returned would leak.
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_alloc", "pin_alloc: result pointer is NULL");
     Driver &d = Driver::get();
-    // A device index that cannot exist is bad input, refused before anything
-    // is allocated; a device the driver cannot serve degrades (below).
-    if (device != XMC_NO_DEVICE && (device < 0 || (d.usable && static_cast<size_t>(device) >= d.devices.size())))
-        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "pin_alloc", "pin_alloc: no device %d (the driver has %zu)",
-                        device, d.devices.size());
-    // PIN-ALLOC, PIN-MEMLOCK, PIN-ACCOUNT: the shared registry's (pin_registry.cpp).
-    be::PinBlock block;
-    xmc_status st = PinRegistry::process().alloc(inst, bytes, alignment, &block);
-    if (st != XMC_OK) return st;
-    *out = xmc_pin_result{};
-    out->base = reinterpret_cast<void *>(block.base);
-    out->size = block.size;
-    if (device == XMC_NO_DEVICE) return XMC_OK;
-    ze_result_t native = ZE_RESULT_SUCCESS;
-    // PIN-DEVICE: a failed registration: lock-only, with its status and code.
-    const xmc_status reg = register_block(inst, block.base, block.size, device, &native);
-    if (reg != XMC_OK) {
-        out->reg_status = reg;  // lock-only, and it says so
-        out->reg_native_code = native;
-        return XMC_OK;
-    }
-    // After the registration map's lock is released: the hook takes it under
-    // the pin registry's lock, so the two are never taken in the other order.
-    PinRegistry::process().set_device(block.base, device);
-    out->registered = 1;
-    return XMC_OK;
+    return PinRegistry::process().alloc_for_device(inst, bytes, alignment, device, d.usable, d.devices.size(),
+                                                   register_block, out);
 }
 
 // PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;
