@@ -24,6 +24,9 @@ inline constexpr const char *kPackageFiles[] = {
     "capabilities.json", "environment.json", "report.html", "report.md",
 };
 
+// Trims spaces, tabs and a trailing '\r' (mustpass.cpp; the waiver and list parsers use it).
+std::string trim(const std::string &s);
+
 // ---- the suite's identity (embedded at configure time) ----------------------
 const char *suite_version();  // the project version, e.g. "0.2.0"
 const char *git_revision();   // `git rev-parse HEAD` (+"-dirty"), or "unknown"
