@@ -110,6 +110,8 @@ const std::vector<EntryPoint>& entry_points() {
         XMC_FAKE_ENTRY_F(cuMemHostRegister, kSized | kNonIdentity, live_registrations)
         XMC_FAKE_ENTRY(cuMemHostUnregister) XMC_FAKE_ENTRY(cuMemHostGetDevicePointer)
         XMC_FAKE_ENTRY(cuMemHostGetFlags) XMC_FAKE_ENTRY(cuPointerGetAttribute)
+        XMC_FAKE_ENTRY_F(cuMemHostAlloc, kSized, live_registrations)
+        XMC_FAKE_ENTRY_F(cuMemAllocHost, kSized, live_registrations) XMC_FAKE_ENTRY(cuMemFreeHost)
         // streams, events, copies (fake_cuda_stream.cpp)
         XMC_FAKE_ENTRY_F(cuStreamCreate, 0, live_streams) XMC_FAKE_ENTRY(cuStreamDestroy)
         XMC_FAKE_ENTRY(cuStreamSynchronize) XMC_FAKE_ENTRY(cuStreamQuery) XMC_FAKE_ENTRY(cuStreamWaitEvent)

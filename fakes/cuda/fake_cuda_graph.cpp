@@ -96,6 +96,24 @@ CUresult queue_op_locked(const std::shared_ptr<Stream>& s, Op op) {
     return CUDA_SUCCESS;
 }
 
+// Recorded (legacy_is_capturing_*, legacy_get_info_*): asking the legacy stream
+// about a capture while a blocking stream of its context captures, in any mode,
+// is CUDA_ERROR_STREAM_CAPTURE_IMPLICIT and, unlike work queued there, leaves
+// that capture valid; with only non-blocking streams capturing it answers "none".
+CUresult legacy_query_refused_locked(const Stream& s) {
+    if (s.handle != 0) return CUDA_SUCCESS;
+    State& g = state();
+    for (auto& [id, c] : g.captures) {
+        if (c->ctx != s.ctx) continue;
+        for (uint64_t h : c->members) {
+            auto it = g.streams.find(h);
+            if (it != g.streams.end() && (it->second->flags & CU_STREAM_NON_BLOCKING) == 0)
+                return CUDA_ERROR_STREAM_CAPTURE_IMPLICIT;
+        }
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult refuse_in_capture_locked(Stream& s) {
     s.capture->invalidated = true;
     return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
@@ -258,6 +276,7 @@ XMC_FAKE_EXPORT CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureSt
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
     if (!s) return err;
+    if (CUresult r = legacy_query_refused_locked(*s); r != CUDA_SUCCESS) return r;
     *captureStatus = !s->capture ? CU_STREAM_CAPTURE_STATUS_NONE
                      : s->capture->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED
                                                : CU_STREAM_CAPTURE_STATUS_ACTIVE;
@@ -275,6 +294,7 @@ XMC_FAKE_EXPORT CUresult cuStreamGetCaptureInfo_v3(CUstream hStream, CUstreamCap
     CUresult err = CUDA_SUCCESS;
     std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
     if (!s) return err;
+    if (CUresult r = legacy_query_refused_locked(*s); r != CUDA_SUCCESS) return r;
     const Capture* c = s->capture.get();
     *captureStatus_out = !c ? CU_STREAM_CAPTURE_STATUS_NONE
                          : c->invalidated ? CU_STREAM_CAPTURE_STATUS_INVALIDATED

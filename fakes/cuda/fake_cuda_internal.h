@@ -115,6 +115,7 @@ struct Registration {  // cuMemHostRegister
     uint64_t ctx = 0;
     int ordinal = 0;
     uintptr_t dev_base = 0;  // == base unless a nonidentity fault applied
+    size_t mapped = 0;       // cuMemHostAlloc: the driver's own pages (mmap length), else 0
 };
 
 struct Reservation {  // cuMemAddressReserve

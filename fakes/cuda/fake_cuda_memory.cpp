@@ -279,6 +279,8 @@ XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
         return CUDA_ERROR_NOT_SUPPORTED;
     if (overlaps(g.allocations, base, bytesize) || in_reservation_locked(base, bytesize))
         return CUDA_ERROR_INVALID_VALUE;  // device memory (recorded: reg_device_memory)
+    for (auto& [b, r] : g.registrations)  // recorded: host_alloc_then_register
+        if (r.mapped != 0 && b < base + bytesize && base < b + r.size) return CUDA_ERROR_INVALID_VALUE;
     if (overlaps(g.registrations, base, bytesize)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
     if (bytesize > physical_memory()) return CUDA_ERROR_OUT_OF_MEMORY;  // whether mapped or not (recorded)
     if (!usable) return CUDA_ERROR_INVALID_VALUE;
@@ -301,6 +303,7 @@ XMC_FAKE_EXPORT CUresult cuMemHostUnregister(void* p) {
     uintptr_t a = reinterpret_cast<uintptr_t>(p);
     auto it = g.registrations.find(a);
     if (it != g.registrations.end()) {
+        if (it->second.mapped != 0) return CUDA_ERROR_INVALID_VALUE;  // recorded: host_alloc_then_unregister
         g.registrations.erase(it);
         return CUDA_SUCCESS;
     }
@@ -333,6 +336,66 @@ XMC_FAKE_EXPORT CUresult cuMemHostGetFlags(unsigned int* pflags, void* p) {
     // Recorded: flags 0 reports 2, DEVICEMAP 2, PORTABLE|DEVICEMAP 3: with unified
     // addressing every registration is mapped.
     *pflags = it->second.flags | CU_MEMHOSTREGISTER_DEVICEMAP;
+    return CUDA_SUCCESS;
+}
+
+// ---- host memory the driver allocates ----------------------------------------------------
+// Recorded (probe_cases_fidelity.cpp, host_*): cuMemHostAlloc and cuMemAllocHost give page-locked
+// memory the driver owns, known to every query as a registration (flags | DEVICEMAP, identity
+// device pointer, memory type host), which cuMemHostRegister / cuMemHostUnregister refuse with
+// CUDA_ERROR_INVALID_VALUE; cuMemFreeHost frees only such a base (NULL: success; twice, an
+// interior address, registered or foreign memory: CUDA_ERROR_INVALID_VALUE); 0 bytes succeed with
+// a NULL pointer; an unknown flag or a NULL out-pointer is CUDA_ERROR_INVALID_VALUE; no current
+// context, CUDA_ERROR_INVALID_CONTEXT.
+
+namespace {
+CUresult host_alloc(void** pp, size_t bytesize, unsigned int flags) {
+    const unsigned known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+    if (pp == nullptr || (flags & ~known) != 0) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    Context* c = current_ctx_locked(&err);
+    if (c == nullptr) return err;
+    *pp = nullptr;
+    if (bytesize == 0) return CUDA_SUCCESS;
+    if (bytesize > physical_memory()) return CUDA_ERROR_OUT_OF_MEMORY;
+    const size_t mapped = (bytesize + page_size() - 1) / page_size() * page_size();
+    void* m = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (m == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    Registration r;
+    r.base = reinterpret_cast<uintptr_t>(m);
+    r.size = bytesize;
+    r.flags = flags & (CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP);
+    r.ctx = c->handle;
+    r.ordinal = c->ordinal;
+    r.dev_base = r.base;
+    r.mapped = mapped;
+    g.registrations[r.base] = r;
+    *pp = m;
+    return CUDA_SUCCESS;
+}
+}  // namespace
+
+XMC_FAKE_EXPORT CUresult cuMemHostAlloc(void** pp, size_t bytesize, unsigned int flags) {
+    FAKE_ENTER_SIZE("cuMemHostAlloc", bytesize);
+    return host_alloc(pp, bytesize, flags);
+}
+
+XMC_FAKE_EXPORT CUresult cuMemAllocHost_v2(void** pp, size_t bytesize) {
+    FAKE_ENTER_SIZE("cuMemAllocHost_v2", bytesize);
+    return host_alloc(pp, bytesize, 0);
+}
+
+XMC_FAKE_EXPORT CUresult cuMemFreeHost(void* p) {
+    FAKE_ENTER("cuMemFreeHost");
+    if (p == nullptr) return CUDA_SUCCESS;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    auto it = g.registrations.find(reinterpret_cast<uintptr_t>(p));
+    if (it == g.registrations.end() || it->second.mapped == 0) return CUDA_ERROR_INVALID_VALUE;
+    munmap(p, it->second.mapped);
+    g.registrations.erase(it);
     return CUDA_SUCCESS;
 }
 

@@ -714,7 +714,12 @@ CUresult plan_3d(const CUDA_MEMCPY3D* c, Plan& p) {
     bool multi_row = c->Height > 1 || c->Depth > 1;
     if (multi_row && (c->srcPitch < c->WidthInBytes || c->dstPitch < c->WidthInBytes))
         return CUDA_ERROR_INVALID_VALUE;
+    // Recorded: a slice height below Height is refused also for one slice
+    // (copy_3d_depth1_*_height_smaller); a height of 0 is taken as unset there.
     if (c->Depth > 1 && (c->srcHeight < c->Height || c->dstHeight < c->Height)) return CUDA_ERROR_INVALID_VALUE;
+    if (c->Depth == 1 && ((c->srcHeight != 0 && c->srcHeight < c->Height) ||
+                          (c->dstHeight != 0 && c->dstHeight < c->Height)))
+        return CUDA_ERROR_INVALID_VALUE;
     CUresult r = side_from(p.src, c->srcMemoryType, c->srcHost, c->srcDevice, c->srcArray, c->srcXInBytes, c->srcY,
                            c->srcZ, c->srcPitch, c->srcHeight);
     if (r != CUDA_SUCCESS) return r;

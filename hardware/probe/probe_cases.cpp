@@ -1387,7 +1387,7 @@ const std::vector<Case>& cases() {
         std::vector<Case> all = recorded_cases();
         // added for the third recording: one list per area, in this order
         for (std::vector<Case> (*area)() : {core_cases, memory_cases, stream_cases, copy_cases, vmm_cases,
-                                           capture_cases, ipc_cases})
+                                           capture_cases, ipc_cases, fidelity_cases})
             for (const Case& c : area()) all.push_back(c);
         return all;
     }();

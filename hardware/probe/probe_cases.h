@@ -41,7 +41,8 @@ namespace xmc::probe {
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuStreamIsCapturing)                 \
     X(cuStreamGetCaptureInfo) X(cuGraphInstantiate) X(cuGraphLaunch) X(cuGraphExecDestroy) \
     X(cuGraphDestroy) X(cuIpcGetMemHandle) X(cuIpcOpenMemHandle) X(cuIpcCloseMemHandle)  \
-    X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)
+    X(cuMemExportToShareableHandle) X(cuMemImportFromShareableHandle)                  \
+    X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemAllocHost)
 
 struct Driver {
 #define XMC_PROBE_MEMBER(name) decltype(&::name) name = nullptr;
@@ -132,6 +133,7 @@ std::vector<Case> copy_cases();     // 1-D / 2-D / 3-D copies
 std::vector<Case> vmm_cases();      // reservations, handles, mappings, access
 std::vector<Case> capture_cases();  // stream capture and graphs
 std::vector<Case> ipc_cases();      // IPC handles and shareable handles
+std::vector<Case> fidelity_cases(); // legacy-stream capture queries, one-slice 3-D copies, host allocations
 
 // A result a case of the fake may give instead of the recorded one.
 inline constexpr const char* kNotPermitted = "CUDA_ERROR_NOT_PERMITTED";
