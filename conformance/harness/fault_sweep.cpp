@@ -223,14 +223,24 @@ void child_sweep(const SweepEnv &env, const Scenario &sc, const std::set<std::st
             out.line("end", i);
             continue;
         }
-        const size_t reclaimed = env.control->reclaimed_objects ? env.control->reclaimed_objects() : 0;
-        Run r(env, &site, sc.options);
-        sc.body(r);
-        if (!r.fired() && timing) out.line("unreached", i, site.name());
-        else if (!r.fired()) r.problem("the injected call was never made: the run took another path than the clean run");
-        const bool recovered = r.fired() && !r.reported();
+        // A run held up by the machine before the fault was reached tested nothing: it runs again,
+        // at most kTimingReruns times (the scenario may lengthen its timeouts by r.attempt); a bug
+        // that times out before the fault does so every time and is reported.
+        constexpr int kTimingReruns = 2;
         std::vector<std::string> problems;
-        const bool clean = finish_run(r, env, reclaimed, &problems);
+        bool clean = true, recovered = false, unreached = false;
+        for (int attempt = 0;; ++attempt) {
+            const size_t reclaimed = env.control->reclaimed_objects ? env.control->reclaimed_objects() : 0;
+            Run r(env, &site, sc.options);
+            r.attempt = attempt;
+            sc.body(r);
+            unreached = !r.fired() && timing;
+            if (!r.fired() && !timing) r.problem("the injected call was never made: the run took another path than the clean run");
+            recovered = r.fired() && !r.reported();
+            clean = finish_run(r, env, reclaimed, &problems);
+            if (!clean || !r.timed_out_before_fault() || attempt == kTimingReruns) break;
+        }
+        if (unreached) out.line("unreached", i, site.name());
         for (const auto &p : problems)
             out.line("fail", i, site.name() + (recovered ? " (no call reported it)" : "") + ": " + p);
         if (recovered && problems.empty()) out.line("recovered", i, site.name());

@@ -176,6 +176,12 @@ public:
     }
     // Whether any xmc call reported the injected fault.
     bool reported() const { return reported_ > 0; }
+    // A call timed out before the injected call was made: the run was held up by the machine (a
+    // loaded CI host misses a short transport timeout), not by the fault, so the site was not
+    // tested and the sweep runs it again (child_sweep), with `attempt` counting the reruns so
+    // that a scenario may lengthen its timeouts.
+    bool timed_out_before_fault() const { return timed_out_early_; }
+    int attempt = 0;
 
     // A call's status: true when OK. A failure must be the one injected fault,
     // reported once, as a driver error carrying its code and naming the call.
@@ -195,6 +201,7 @@ public:
         if (!site_) {
             problem(got.str() + " with no fault injected");
         } else if (!fired()) {
+            if (st == XMC_ERR_TIMEOUT) timed_out_early_ = true;
             problem(got.str() + " before the injected call was made");
         } else if (reported_++ > 0) {
             problem(got.str() + " after the injected fault was already reported by an earlier call");
@@ -285,6 +292,7 @@ private:
     uint64_t start_total_ = 0;
     size_t besides_contexts_ = 0;
     int reported_ = 0;
+    bool timed_out_early_ = false;
 };
 
 // A scenario: the xmc calls the sweep runs again for each site, each step named

@@ -413,8 +413,11 @@ TEST_P(TransferTest, AFF_PATH_NcclCommunicatorsGoWithTheInstance) {
 // driver must hold nothing once the run's instance is closed. Without a fault every target is
 // exact (AFF-EXEC-EXACT).
 constexpr int kSweepRanks = 3;
-constexpr uint32_t kSweepOpTimeoutMs = 150;  // each rank may wait out one operation per peer in turn
-constexpr double kSweepBoundMs = kSweepOpTimeoutMs * (kSweepRanks + 2) + 2000;
+// Each rank may wait out one operation per peer in turn; a site whose run the machine held up
+// past it before the fault was reached runs again (Run::attempt) with 4 and 16 times as long.
+constexpr uint32_t kSweepOpTimeoutMs = 150;
+uint32_t sweep_op_timeout_ms(const Run &r) { return kSweepOpTimeoutMs << (2 * r.attempt); }
+double sweep_bound_ms(const Run &r) { return sweep_op_timeout_ms(r) * (kSweepRanks + 2) + 2000.0; }
 
 struct SweptRank {
     Memory mem;
@@ -456,14 +459,14 @@ void transfer_phase(Run &r, const std::string &phase, xmc_path path, uint64_t bu
     if (ready) {
         const std::vector<xmc_segment> segs = abi_segments(c.plan);
         const std::vector<xmc_plan_layout> layouts = plan_layouts(c, XMC_MEM_DEVICE);
-        ThreadsMailbox box(kSweepRanks, kSweepOpTimeoutMs);
+        ThreadsMailbox box(kSweepRanks, sweep_op_timeout_ms(r));
         r.step(phase + " transfer_execute");
         std::vector<std::thread> threads;
         for (int i = 0; i < kSweepRanks; ++i)
             threads.emplace_back([&, i] {
                 SweptRank &k = ranks[size_t(i)];
                 std::vector<int32_t> group_labels(labels.begin(), labels.end());
-                const xmc_group g{i, kSweepRanks, group_labels.data(), box.endpoint(i), kSweepOpTimeoutMs};
+                const xmc_group g{i, kSweepRanks, group_labels.data(), box.endpoint(i), sweep_op_timeout_ms(r)};
                 std::vector<xmc_path> paths(size_t(kSweepRanks), XMC_PATH_AUTO);
                 xmc_transfer_args a{};
                 a.struct_size = sizeof a;
@@ -490,9 +493,9 @@ void transfer_phase(Run &r, const std::string &phase, xmc_path path, uint64_t bu
         for (int i = 0; i < kSweepRanks; ++i) {
             const SweptRank &k = ranks[size_t(i)];
             failed += k.status != XMC_OK;
-            if (k.ms > kSweepBoundMs)
+            if (k.ms > sweep_bound_ms(r))
                 r.problem("AFF-NO-HANG: rank " + std::to_string(i) + " returned after " + std::to_string(int(k.ms)) +
-                          " ms, over the bound of " + std::to_string(int(kSweepBoundMs)) + " ms");
+                          " ms, over the bound of " + std::to_string(int(sweep_bound_ms(r))) + " ms");
             // The rank that met the fault: a driver error of its own with the code. A peer's code in
             // another rank's error (peer_failed) is how the failure reached that rank.
             if (reporting < 0 && k.status == XMC_ERR_DRIVER && k.error.native_code == r.code()) reporting = i;
