@@ -2,6 +2,8 @@
 // the requirements): AFF-MAP-FLAT, AFF-LAYOUT, AFF-STAGING-REUSE and AFF-RESULT.
 #include "transfer_tests.hpp"
 
+#include <dlfcn.h>
+
 namespace xmc::conformance {
 namespace {
 
@@ -178,6 +180,30 @@ TEST_P(TransferTest, AFF_LAYOUT_RanksGivenDifferentLayoutsAllRefuse) {
 
 // ===================== AFF-STAGING-REUSE =====================
 
+// On path NCCL over the fake NCCL (XMC_NCCL_LIBRARY names it): every group's work held back `ms` on
+// its stream (exec_delay), as a loaded network holds a real one, so a round taken as done before its
+// stream passed it, with staging touched off that stream, shows in the target. ncclGroupEnd only
+// queues the work there. Nothing on other paths, or over a real NCCL (its timing is its own).
+class NcclLateWork {
+public:
+    NcclLateWork(xmc_path p, unsigned ms) {
+        const char *lib = std::getenv("XMC_NCCL_LIBRARY");
+        if (p != XMC_PATH_NCCL || !lib || !*lib) return;
+        // The library the backend loads (or has loaded): one copy per process either way.
+        void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+        set_ = h ? reinterpret_cast<int (*)(const char *)>(dlsym(h, "xmc_fake_nccl_set_faults")) : nullptr;
+        if (set_ && set_(("exec_delay:ncclGroupEnd:" + std::to_string(ms) + "ms").c_str()) != 0) set_ = nullptr;
+    }
+    ~NcclLateWork() {
+        if (set_) set_("");
+    }
+    NcclLateWork(const NcclLateWork &) = delete;
+    NcclLateWork &operator=(const NcclLateWork &) = delete;
+
+private:
+    int (*set_)(const char *) = nullptr;
+};
+
 // World rank 0 sends its strided source (every chunk packed into its outgoing staging) to world
 // rank 1 in several chunks, over a transport that reads each send's buffer late and delivers every
 // other message after the one sent after it. Staging reused before the send that reads it
@@ -195,6 +221,7 @@ TEST_P(TransferTest, AFF_STAGING_REUSE_LateReadsAndReorderedDeliveryLeaveTargets
         spec.delay_ms = 400;  // far longer than any send takes on a loaded machine
         spec.op_timeout_ms = 40000;
         spec.deadline_ms = 90000;
+        const NcclLateWork late(p, 400);
         EXPECT_TRUE(all_ranks_passed(run(c, spec, [p](const RankEnv &env, const RankResult &r, Failures &f) {
             status_ok(r, f);
             arrived(r, f);
@@ -216,6 +243,7 @@ TEST_P(TransferTest, AFF_STAGING_REUSE_BothDirectionsOverALateReorderingTranspor
         spec.path = p;
         spec.delay_ms = 3;
         spec.op_timeout_ms = 20000;
+        const NcclLateWork late(p, 50);
         EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
             status_ok(r, f);
             arrived(r, f);

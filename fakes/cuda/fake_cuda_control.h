@@ -180,6 +180,15 @@ XMC_FAKE_CUDA_EXPORT void xmc_fake_cuda_reset_call_records(void);
  * be called from a host function or while other threads use the driver. */
 XMC_FAKE_CUDA_EXPORT void xmc_fake_cuda_reset(void);
 
+/* For the other fakes (the fake NCCL, which finds it with dlsym): queues fn(user) on
+ * a stream (0: the current context's default stream). It runs in stream order on the
+ * stream's worker thread (not the host-callback thread), and the stream goes on only
+ * once it returns, as a kernel that occupies the stream. CUDA_SUCCESS, or the stream's
+ * error (CUDA_ERROR_INVALID_HANDLE, the sticky error, CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED
+ * for a capturing stream). fn must not call the driver. */
+typedef struct CUstream_st* xmc_fake_cuda_stream_t;
+XMC_FAKE_CUDA_EXPORT int xmc_fake_cuda_stream_enqueue(xmc_fake_cuda_stream_t stream, void (*fn)(void*), void* user);
+
 #ifdef __cplusplus
 }
 #endif

@@ -155,7 +155,7 @@ struct HostCall {
 
 // One unit of stream work, run in order by the stream's worker.
 struct Op {
-    enum class Kind { copy, host_fn, record, wait, wait_value, write_value } kind = Kind::copy;
+    enum class Kind { copy, host_fn, record, wait, wait_value, write_value, work } kind = Kind::copy;
     std::function<CUresult()> copy;  // runs under the mutex; an error becomes the sticky error
     uint64_t exec_delay_us = 0;      // copy: an exec_delay fault holds it back this long (unlocked)
     CUhostFn fn = nullptr;
@@ -167,6 +167,9 @@ struct Op {
     uintptr_t addr = 0;
     uint32_t value = 0;
     unsigned flags = 0;
+    // work (xmc_fake_cuda_stream_enqueue): another fake's work, run on the stream's worker without
+    // the mutex; the stream waits until it returns.
+    void (*work)(void*) = nullptr;
 };
 
 struct Capture;

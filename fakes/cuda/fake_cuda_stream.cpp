@@ -137,6 +137,14 @@ void worker_main(Stream* s) {
             case Op::Kind::host_fn:
                 run_host_fn_locked(lk, s, op.fn, op.user);
                 break;
+            case Op::Kind::work: {  // xmc_fake_cuda_stream_enqueue: blocks this stream only
+                void (*fn)(void*) = op.work;
+                void* user = op.user;
+                lk.unlock();
+                fn(user);
+                lk.lock();
+                break;
+            }
             case Op::Kind::wait_value:
             case Op::Kind::write_value: {
                 // The word is resolved each time (its memory may go away, as
@@ -805,4 +813,22 @@ XMC_FAKE_EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_
 XMC_FAKE_EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n) {
     FAKE_ENTER_SIZE("cuMemsetD8_v2", n);
     return run_sync(set_plan(dst, uc, n));
+}
+
+// For the other fakes (the fake NCCL): work that runs in stream order, on the stream's own worker
+// (not the host-callback thread: a communicator's round that waits for its peer must not hold the
+// other streams' host functions), holding back what is queued after it until it returns.
+XMC_FAKE_EXPORT int xmc_fake_cuda_stream_enqueue(CUstream hStream, void (*fn)(void*), void* user) {
+    if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    State& g = state();
+    std::lock_guard<std::mutex> lk(g.mu);
+    CUresult err = CUDA_SUCCESS;
+    std::shared_ptr<Stream> s = find_stream_locked(hStream, &err);
+    if (!s) return err;
+    if (s->capture) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // not replayable from a graph
+    Op op;
+    op.kind = Op::Kind::work;
+    op.work = fn;
+    op.user = user;
+    return queue_op_locked(s, std::move(op));
 }

@@ -1,9 +1,13 @@
 // The fake NCCL (fake_nccl_control.h): communicators over Unix domain sockets, point-to-point as a
-// rendezvous, one worker thread per communicator, the fakes' fault scripts and a ledger.
+// rendezvous, one worker thread per communicator, the fakes' fault scripts and a ledger. A group's
+// work is ordered on its CUDA stream through the fake CUDA driver (xmc_fake_cuda_stream_enqueue):
+// it starts only when the stream reaches it and the stream goes on only when it is done, so an
+// executor that reuses staging without waiting on its stream is seen (AFF-STAGING-REUSE).
 #include "fake_nccl_control.h"
 
 #include <nccl.h>
 
+#include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -94,6 +98,8 @@ const xmc_faults::Dialect &dialect() {
             xmc_faults::Entry f;
             f.name = e;
             f.takes_size = std::strcmp(e, "ncclSend") == 0 || std::strcmp(e, "ncclRecv") == 0;
+            // exec_delay: the group's work waits that long once its stream reached it.
+            f.enqueues = f.takes_size || std::strcmp(e, "ncclGroupEnd") == 0;
             if (std::strncmp(e, "ncclCommInitRank", 16) == 0) f.live = live_comms;
             d.entries.push_back(f);
         }
@@ -109,8 +115,9 @@ const xmc_faults::Dialect &dialect() {
     return d;
 }
 
-// Every entry first: counts the call, applies the fault rules (a fail answers its code).
-ncclResult_t enter(const char *entry, const uint64_t *size = nullptr) {
+// Every entry first: counts the call, applies the fault rules (a fail answers its code). An
+// exec_delay adds to *exec_delay_us (entries that queue work).
+ncclResult_t enter(const char *entry, const uint64_t *size = nullptr, uint64_t *exec_delay_us = nullptr) {
     State &s = state();
     xmc_faults::Decision d;
     {
@@ -121,6 +128,7 @@ ncclResult_t enter(const char *entry, const uint64_t *size = nullptr) {
         d = xmc_faults::decide(s.rules, {entry, size != nullptr, size ? *size : 0});
     }
     if (d.delay_us) std::this_thread::sleep_for(std::chrono::microseconds(d.delay_us));
+    if (exec_delay_us && !d.fail) *exec_delay_us += d.exec_delay_us;
     return d.fail ? ncclResult_t(d.code) : ncclSuccess;
 }
 
@@ -134,7 +142,28 @@ struct Op {
     int peer = 0;
     char *buf = nullptr;
     size_t bytes = 0;
+    void *stream = nullptr;     // the cudaStream_t it was posted on
+    uint64_t exec_delay_us = 0;  // its exec_delay faults
 };
+
+// One communicator's part of a group. Ordered (queued on its stream through the fake CUDA
+// driver): the worker starts it only once the stream reached it, and the stream goes on only once
+// it is done. Unordered (no fake CUDA driver in the process): it runs when the worker gets to it.
+struct Group {
+    std::vector<Op> ops;
+    uint64_t delay_us = 0;  // exec_delay: held back this long before it moves anything
+    bool ordered = false;
+    std::mutex mu;
+    std::condition_variable cv;
+    bool reached = false;  // its stream reached it
+    bool done = false;     // its work ended (moved, failed or dropped)
+};
+
+void mark_done(Group &g) {
+    std::lock_guard<std::mutex> lock(g.mu);
+    g.done = true;
+    g.cv.notify_all();
+}
 
 struct Out {  // bytes queued to a peer: a header, then optionally data
     char hdr[16];
@@ -161,8 +190,8 @@ struct Comm {
     char id[16] = {};
     std::mutex mu;
     std::condition_variable cv;
-    std::deque<std::vector<Op>> queue;
-    bool busy = true;  // init, or a group, not finished
+    std::deque<std::shared_ptr<Group>> queue;
+    bool busy = true;  // init, or an unordered group, not finished (an ordered one is the stream's)
     ncclResult_t result = ncclSuccess;  // sticky: the first error
     bool closing = false;
     std::atomic<bool> stop{false};
@@ -351,6 +380,21 @@ ncclResult_t run_group(Comm &c, std::vector<Op> &ops) {
     }
 }
 
+bool unordered_queued(const Comm &c) {  // c.mu held
+    return std::any_of(c.queue.begin(), c.queue.end(), [](const auto &g) { return !g->ordered; });
+}
+
+// Sleeps `us`, or less when the communicator is aborted; false then.
+bool hold_back(Comm &c, uint64_t us) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(us);
+    while (!c.stop.load()) {
+        const auto now = std::chrono::steady_clock::now();
+        if (now >= end) return true;
+        std::this_thread::sleep_for(std::min<std::chrono::steady_clock::duration>(end - now, std::chrono::milliseconds(5)));
+    }
+    return false;
+}
+
 void work(Comm *c) {
     ncclResult_t r = connect_all(*c);
     std::unique_lock<std::mutex> lock(c->mu);
@@ -360,17 +404,31 @@ void work(Comm *c) {
     while (true) {
         c->cv.wait(lock, [&] { return !c->queue.empty() || c->closing || c->stop.load(); });
         if (c->stop.load() || (c->queue.empty() && c->closing)) break;
-        std::vector<Op> ops = std::move(c->queue.front());
+        std::shared_ptr<Group> grp = c->queue.front();
         c->queue.pop_front();
-        c->busy = true;
+        lock.unlock();
+        // Stream order: nothing moves before the stream's earlier work is done (a copy that packs
+        // this group's send buffer, say). Aborting the communicator drops a group still waiting.
+        bool go = true;
+        if (grp->ordered) {
+            std::unique_lock<std::mutex> gl(grp->mu);
+            while (!grp->reached && !c->stop.load()) grp->cv.wait_for(gl, std::chrono::milliseconds(20));
+            go = grp->reached && !c->stop.load();
+        }
+        if (go && grp->delay_us) go = hold_back(*c, grp->delay_us);
+        lock.lock();
         const bool failed = c->result != ncclSuccess;
         lock.unlock();
-        const ncclResult_t g = failed ? ncclSuccess : run_group(*c, ops);
+        const ncclResult_t g = !go ? ncclInternalError : failed ? ncclSuccess : run_group(*c, grp->ops);
         lock.lock();
         if (c->result == ncclSuccess) c->result = g;
-        c->busy = !c->queue.empty();
+        c->busy = unordered_queued(*c);
         c->cv.notify_all();
+        mark_done(*grp);  // its stream goes on
     }
+    // Groups never run (aborted, or the communicator closed): their streams go on.
+    for (const auto &grp : c->queue) mark_done(*grp);
+    c->queue.clear();
     c->busy = false;
     c->cv.notify_all();
 }
@@ -425,6 +483,35 @@ void finish(Comm *c, bool abort) {
 thread_local int t_depth = 0;
 thread_local std::map<Comm *, std::vector<Op>> t_ops;
 thread_local ncclResult_t t_error = ncclSuccess;
+thread_local uint64_t t_group_delay_us = 0;  // exec_delay of the ncclGroupEnd that submits
+
+// The fake CUDA driver's stream enqueue (fake_cuda_control.h), found in the driver the process
+// loaded (XMC_CUDA_DRIVER, as the backend and the tests load it); null while none is loaded.
+using StreamEnqueue = int (*)(void *stream, void (*fn)(void *), void *user);
+// Looked up at each group (a few microseconds), so that a test may load the driver or not.
+StreamEnqueue stream_enqueue() {
+    const char *path = std::getenv("XMC_CUDA_DRIVER");
+    if (!path || !*path) return nullptr;
+    void *lib = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);  // only one already loaded
+    if (!lib) return nullptr;
+    auto e = reinterpret_cast<StreamEnqueue>(dlsym(lib, "xmc_fake_cuda_stream_enqueue"));
+    dlclose(lib);  // drops our reference only: the program that loaded it keeps it loaded
+    return e;
+}
+
+// Runs on the stream's worker when the stream reaches the group: lets the communicator's worker
+// start it, and holds the stream until it is done (as NCCL's kernel occupies the stream).
+void on_stream(void *user) {
+    auto *held = static_cast<std::shared_ptr<Group> *>(user);
+    Group &g = **held;
+    {
+        std::unique_lock<std::mutex> lock(g.mu);
+        g.reached = true;
+        g.cv.notify_all();
+        g.cv.wait(lock, [&] { return g.done; });
+    }
+    delete held;
+}
 
 size_t type_size(ncclDataType_t t) {
     switch (t) {
@@ -441,30 +528,58 @@ ncclResult_t submit_all() {
     t_ops.clear();
     const ncclResult_t err = t_error;
     t_error = ncclSuccess;
+    const uint64_t group_delay = t_group_delay_us;
+    t_group_delay_us = 0;
     if (err != ncclSuccess) return err;  // a call of the group failed: the group does nothing
+    const StreamEnqueue enqueue = stream_enqueue();
+    // The fake takes one stream per communicator in a group (NCCL joins several; nothing here needs it).
+    for (auto &[c, list] : ops)
+        for (const Op &o : list)
+            if (o.stream != list.front().stream) return ncclInvalidUsage;
     ncclResult_t r = ncclSuccess;
     bool in_progress = false;
     for (auto &[c, list] : ops) {
-        {
-            std::lock_guard<std::mutex> lock(c->mu);
-            c->queue.push_back(std::move(list));
-            c->busy = true;
+        auto grp = std::make_shared<Group>();
+        grp->delay_us = group_delay;
+        for (const Op &o : list) grp->delay_us += o.exec_delay_us;
+        void *stream = list.front().stream;
+        grp->ops = std::move(list);
+        grp->ordered = enqueue != nullptr;
+        std::lock_guard<std::mutex> lock(c->mu);
+        if (grp->ordered) {
+            // Queued on the communicator first, so that its groups keep their call order, then on
+            // the stream; done when the stream is (cuStreamSynchronize, cuStreamQuery, an event).
+            auto *held = new std::shared_ptr<Group>(grp);
+            if (enqueue(stream, on_stream, held) != 0) {
+                delete held;
+                if (r == ncclSuccess) r = ncclUnhandledCudaError;
+                continue;
+            }
+            c->queue.push_back(grp);
             c->cv.notify_all();
+            continue;
         }
-        if (c->blocking) {
-            if (ncclResult_t w = wait_idle(c); w != ncclSuccess && r == ncclSuccess) r = w;
-        } else {
+        c->queue.push_back(grp);
+        c->busy = true;
+        c->cv.notify_all();
+    }
+    if (r != ncclSuccess) return r;
+    for (auto &[c, list] : ops) {
+        if (!c->blocking) {
             in_progress = true;
+        } else if (!enqueue) {  // ordered, the call returns once the work is on the stream
+            if (ncclResult_t w = wait_idle(c); w != ncclSuccess && r == ncclSuccess) r = w;
         }
     }
     return r != ncclSuccess ? r : in_progress ? ncclInProgress : ncclSuccess;
 }
 
 ncclResult_t p2p(bool send, const char *entry, const void *buf, size_t count, ncclDataType_t type, int peer,
-                 ncclComm_t comm) {
+                 ncclComm_t comm, cudaStream_t stream) {
     const size_t ts = type_size(type);
     const uint64_t bytes = uint64_t(count) * ts;
-    ncclResult_t r = enter(entry, &bytes);
+    uint64_t exec_delay_us = 0;
+    ncclResult_t r = enter(entry, &bytes, &exec_delay_us);
     auto *c = reinterpret_cast<Comm *>(comm);
     if (r == ncclSuccess && (!c || !live(c))) r = ncclInvalidArgument;
     if (r == ncclSuccess && (ts == 0 || peer < 0 || peer >= c->nranks || (count && !buf))) r = ncclInvalidArgument;
@@ -476,7 +591,8 @@ ncclResult_t p2p(bool send, const char *entry, const void *buf, size_t count, nc
         if (t_depth > 0 && t_error == ncclSuccess) t_error = r;
         return r;
     }
-    t_ops[c].push_back(Op{send, peer, static_cast<char *>(const_cast<void *>(buf)), size_t(bytes)});
+    t_ops[c].push_back(Op{send, peer, static_cast<char *>(const_cast<void *>(buf)), size_t(bytes),
+                          static_cast<void *>(stream), exec_delay_us});
     return t_depth > 0 ? ncclSuccess : submit_all();
 }
 
@@ -545,13 +661,13 @@ XMC_FAKE_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *a
 }
 
 XMC_FAKE_API ncclResult_t ncclSend(const void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                                   cudaStream_t) {
-    return p2p(true, "ncclSend", buf, count, type, peer, comm);
+                                   cudaStream_t stream) {
+    return p2p(true, "ncclSend", buf, count, type, peer, comm, stream);
 }
 
 XMC_FAKE_API ncclResult_t ncclRecv(void *buf, size_t count, ncclDataType_t type, int peer, ncclComm_t comm,
-                                   cudaStream_t) {
-    return p2p(false, "ncclRecv", buf, count, type, peer, comm);
+                                   cudaStream_t stream) {
+    return p2p(false, "ncclRecv", buf, count, type, peer, comm, stream);
 }
 
 XMC_FAKE_API ncclResult_t ncclGroupStart() {
@@ -561,11 +677,11 @@ XMC_FAKE_API ncclResult_t ncclGroupStart() {
 }
 
 XMC_FAKE_API ncclResult_t ncclGroupEnd() {
-    if (ncclResult_t r = enter("ncclGroupEnd"); r != ncclSuccess) {
-        if (t_depth > 0 && --t_depth == 0) t_ops.clear(), t_error = ncclSuccess;  // the group is dropped
+    if (ncclResult_t r = enter("ncclGroupEnd", nullptr, &t_group_delay_us); r != ncclSuccess) {
+        if (t_depth > 0 && --t_depth == 0) t_ops.clear(), t_error = ncclSuccess, t_group_delay_us = 0;  // dropped
         return r;
     }
-    if (t_depth == 0) return ncclInvalidUsage;
+    if (t_depth == 0) return t_group_delay_us = 0, ncclInvalidUsage;
     if (--t_depth > 0) return ncclSuccess;
     return submit_all();
 }

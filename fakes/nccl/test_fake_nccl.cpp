@@ -3,14 +3,19 @@
 // forked child; every test ends with the ledger of live communicators empty.
 #include <dlfcn.h>
 #include <gtest/gtest.h>
+#include <cuda.h>
 #include <nccl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "fake_nccl_control.h"
@@ -132,11 +137,16 @@ TEST_F(FakeNccl, GroupedSendAndReceiveBetweenEveryPair) {
 // As on NCCL: a send completes only once the peer posted its receive, so two ranks that each send
 // first, outside a group, wait for each other until aborted.
 TEST_F(FakeNccl, UngroupedSendsOfBothRanksDeadlockUntilAborted) {
+    std::atomic<int> settled{0};
     on_ranks(2, false, [&](int me, ncclComm_t c) {
         std::vector<char> out(64, char(me)), in(64);
         EXPECT_EQ(api().ncclSend(out.data(), 64, ncclInt8, 1 - me, c, nullptr), ncclInProgress);
         EXPECT_EQ(api().ncclRecv(in.data(), 64, ncclInt8, 1 - me, c, nullptr), ncclInProgress);
         EXPECT_EQ(settle(c, 300), ncclInProgress);
+        // Neither aborts before both have waited: an abort closes the sockets, and the peer still
+        // waiting would see ncclRemoteError (seen on a loaded machine, threads started apart).
+        ++settled;
+        while (settled.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         EXPECT_EQ(api().ncclCommAbort(c), ncclSuccess);
     });
 }
@@ -245,3 +255,172 @@ TEST_F(FakeNccl, PeerProcessThatExitsIsARemoteError) {
 }
 
 }  // namespace
+
+// ---- stream order (over the fake CUDA driver) ----
+#ifdef XMC_FAKE_CUDA_PATH
+
+// The fake CUDA driver, loaded as the backend loads it (XMC_CUDA_DRIVER names it): the fake NCCL
+// then queues each group on its stream.
+struct Cuda {
+    CUresult (*init)(unsigned) = nullptr;
+    CUresult (*device_get)(CUdevice *, int) = nullptr;
+    CUresult (*ctx_create)(CUcontext *, unsigned, CUdevice) = nullptr;
+    CUresult (*ctx_destroy)(CUcontext) = nullptr;
+    CUresult (*ctx_set_current)(CUcontext) = nullptr;
+    CUresult (*stream_create)(CUstream *, unsigned) = nullptr;
+    CUresult (*stream_destroy)(CUstream) = nullptr;
+    CUresult (*stream_synchronize)(CUstream) = nullptr;
+    CUresult (*stream_query)(CUstream) = nullptr;
+    CUresult (*event_create)(CUevent *, unsigned) = nullptr;
+    CUresult (*event_record)(CUevent, CUstream) = nullptr;
+    CUresult (*event_query)(CUevent) = nullptr;
+    CUresult (*event_synchronize)(CUevent) = nullptr;
+    CUresult (*event_destroy)(CUevent) = nullptr;
+    CUresult (*mem_alloc)(CUdeviceptr *, size_t) = nullptr;
+    CUresult (*mem_free)(CUdeviceptr) = nullptr;
+    CUresult (*htod_async)(CUdeviceptr, const void *, size_t, CUstream) = nullptr;
+    int (*set_faults)(const char *) = nullptr;
+    bool ok = false;
+};
+
+const Cuda &cuda() {
+    static const Cuda c = [] {
+        Cuda c;
+        setenv("XMC_CUDA_DRIVER", XMC_FAKE_CUDA_PATH, 1);
+        void *lib = dlopen(XMC_FAKE_CUDA_PATH, RTLD_NOW | RTLD_LOCAL);
+        if (!lib) return c;
+        auto one = [&](auto *out, const char *name) {
+            *out = reinterpret_cast<std::remove_reference_t<decltype(*out)>>(dlsym(lib, name));
+            return *out != nullptr;
+        };
+        c.ok = one(&c.init, "cuInit") && one(&c.device_get, "cuDeviceGet") && one(&c.ctx_create, "cuCtxCreate_v2") &&
+               one(&c.ctx_destroy, "cuCtxDestroy_v2") && one(&c.ctx_set_current, "cuCtxSetCurrent") &&
+               one(&c.stream_create, "cuStreamCreate") && one(&c.stream_destroy, "cuStreamDestroy_v2") &&
+               one(&c.stream_synchronize, "cuStreamSynchronize") && one(&c.stream_query, "cuStreamQuery") &&
+               one(&c.event_create, "cuEventCreate") && one(&c.event_record, "cuEventRecord") &&
+               one(&c.event_query, "cuEventQuery") && one(&c.event_synchronize, "cuEventSynchronize") &&
+               one(&c.event_destroy, "cuEventDestroy_v2") && one(&c.mem_alloc, "cuMemAlloc_v2") &&
+               one(&c.mem_free, "cuMemFree_v2") && one(&c.htod_async, "cuMemcpyHtoDAsync_v2") &&
+               one(&c.set_faults, "xmc_fake_cuda_set_faults");
+        return c;
+    }();
+    return c;
+}
+
+class FakeNcclOnStreams : public FakeNccl {
+protected:
+    void SetUp() override {
+        FakeNccl::SetUp();
+        ASSERT_TRUE(cuda().ok) << dlerror();
+        ASSERT_EQ(cuda().init(0), CUDA_SUCCESS);
+        CUdevice dev = 0;
+        ASSERT_EQ(cuda().device_get(&dev, 0), CUDA_SUCCESS);
+        ASSERT_EQ(cuda().ctx_create(&ctx_, 0, dev), CUDA_SUCCESS);
+        setenv("XMC_CUDA_DRIVER", XMC_FAKE_CUDA_PATH, 1);  // (the other tests run unordered)
+    }
+    void TearDown() override {
+        unsetenv("XMC_CUDA_DRIVER");
+        cuda().set_faults(nullptr);
+        if (ctx_) {
+            EXPECT_EQ(cuda().ctx_destroy(ctx_), CUDA_SUCCESS);
+        }
+        FakeNccl::TearDown();
+    }
+    CUcontext ctx_ = nullptr;
+};
+
+// Rank 0 fills its send buffer with a copy held back 300 ms on its stream, then sends it on that
+// stream: the group must not read the buffer before the copy wrote it (unordered, it sent zeros).
+TEST_F(FakeNcclOnStreams, GroupAfterADelayedCopyOnItsStreamWaitsForIt) {
+    ASSERT_EQ(cuda().set_faults("exec_delay:cuMemcpyHtoDAsync:300ms@1"), 0);
+    on_ranks(2, true, [&](int me, ncclComm_t c) {
+        ASSERT_EQ(cuda().ctx_set_current(ctx_), CUDA_SUCCESS);
+        CUstream s = nullptr;
+        CUdeviceptr buf = 0;
+        ASSERT_EQ(cuda().stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        ASSERT_EQ(cuda().mem_alloc(&buf, 64), CUDA_SUCCESS);
+        std::memset(reinterpret_cast<void *>(buf), 0, 64);  // the fake's device memory is host memory
+        const std::vector<char> filled(64, 'x');
+        ASSERT_EQ(api().ncclGroupStart(), ncclSuccess);
+        if (me == 0) {
+            ASSERT_EQ(cuda().htod_async(buf, filled.data(), 64, s), CUDA_SUCCESS);  // the held-back copy
+            EXPECT_EQ(api().ncclSend(reinterpret_cast<void *>(buf), 64, ncclUint8, 1, c, cudaStream_t(s)), ncclSuccess);
+        } else {
+            EXPECT_EQ(api().ncclRecv(reinterpret_cast<void *>(buf), 64, ncclUint8, 0, c, cudaStream_t(s)), ncclSuccess);
+        }
+        EXPECT_EQ(api().ncclGroupEnd(), ncclSuccess);
+        EXPECT_EQ(cuda().stream_synchronize(s), CUDA_SUCCESS);
+        if (me == 1) {
+            EXPECT_EQ(std::string(reinterpret_cast<const char *>(buf), 64), std::string(64, 'x'))
+                << "the group sent the buffer before the copy queued before it on its stream wrote it";
+        }
+        EXPECT_EQ(cuda().mem_free(buf), CUDA_SUCCESS);
+        EXPECT_EQ(cuda().stream_destroy(s), CUDA_SUCCESS);
+        EXPECT_EQ(api().ncclCommDestroy(c), ncclSuccess);
+    });
+}
+
+// ncclGroupEnd only queues the group (held back 300 ms by exec_delay): the bytes are not there when
+// it returns, the stream and an event recorded after it say NOT_READY, and a synchronize of the
+// event (or the stream) is what makes them visible. Blocking and non-blocking communicators alike.
+TEST_F(FakeNcclOnStreams, CompletionIsSeenOnlyThroughTheStreamOrAnEvent) {
+    for (bool blocking : {true, false}) {
+        ASSERT_EQ(api().set_faults("exec_delay:ncclGroupEnd:300ms"), 0);
+        on_ranks(2, blocking, [&](int me, ncclComm_t c) {
+            ASSERT_EQ(cuda().ctx_set_current(ctx_), CUDA_SUCCESS);
+            CUstream s = nullptr;
+            CUevent e = nullptr;
+            CUdeviceptr out = 0, in = 0;
+            ASSERT_EQ(cuda().stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+            ASSERT_EQ(cuda().event_create(&e, CU_EVENT_DISABLE_TIMING), CUDA_SUCCESS);
+            ASSERT_EQ(cuda().mem_alloc(&out, 64), CUDA_SUCCESS);
+            ASSERT_EQ(cuda().mem_alloc(&in, 64), CUDA_SUCCESS);
+            std::memset(reinterpret_cast<void *>(out), 'a' + me, 64);
+            std::memset(reinterpret_cast<void *>(in), 0, 64);
+            ASSERT_EQ(api().ncclGroupStart(), ncclSuccess);
+            EXPECT_EQ(api().ncclSend(reinterpret_cast<void *>(out), 64, ncclUint8, 1 - me, c, cudaStream_t(s)), ncclSuccess);
+            EXPECT_EQ(api().ncclRecv(reinterpret_cast<void *>(in), 64, ncclUint8, 1 - me, c, cudaStream_t(s)), ncclSuccess);
+            EXPECT_EQ(api().ncclGroupEnd(), blocking ? ncclSuccess : ncclInProgress);
+            // The communicator has nothing pending: the work is the stream's now.
+            if (!blocking) {
+                EXPECT_EQ(settle(c, 100), ncclSuccess);
+            }
+            ASSERT_EQ(cuda().event_record(e, s), CUDA_SUCCESS);
+            EXPECT_EQ(reinterpret_cast<const char *>(in)[0], 0) << "the bytes moved before the stream got there";
+            EXPECT_EQ(cuda().stream_query(s), CUDA_ERROR_NOT_READY);
+            EXPECT_EQ(cuda().event_query(e), CUDA_ERROR_NOT_READY);
+            EXPECT_EQ(cuda().event_synchronize(e), CUDA_SUCCESS);
+            EXPECT_EQ(std::string(reinterpret_cast<const char *>(in), 64), std::string(64, char('a' + (1 - me))));
+            EXPECT_EQ(cuda().stream_query(s), CUDA_SUCCESS);
+            EXPECT_EQ(cuda().mem_free(out), CUDA_SUCCESS);
+            EXPECT_EQ(cuda().mem_free(in), CUDA_SUCCESS);
+            EXPECT_EQ(cuda().event_destroy(e), CUDA_SUCCESS);
+            EXPECT_EQ(cuda().stream_destroy(s), CUDA_SUCCESS);
+            EXPECT_EQ(api().ncclCommDestroy(c), ncclSuccess);
+        });
+    }
+}
+
+// Aborting a communicator whose group waits on a stream that never reaches it (the stream's
+// earlier copy is held back a minute) drops the group, and the stream goes on.
+TEST_F(FakeNcclOnStreams, AbortDropsAGroupItsStreamHasNotReached) {
+    ASSERT_EQ(cuda().set_faults("exec_delay:cuMemcpyHtoDAsync:500ms"), 0);
+    on_ranks(2, false, [&](int me, ncclComm_t c) {
+        ASSERT_EQ(cuda().ctx_set_current(ctx_), CUDA_SUCCESS);
+        CUstream s = nullptr;
+        CUdeviceptr buf = 0;
+        ASSERT_EQ(cuda().stream_create(&s, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
+        ASSERT_EQ(cuda().mem_alloc(&buf, 64), CUDA_SUCCESS);
+        const std::vector<char> filled(64, 'y');
+        ASSERT_EQ(cuda().htod_async(buf, filled.data(), 64, s), CUDA_SUCCESS);
+        ASSERT_EQ(api().ncclGroupStart(), ncclSuccess);
+        EXPECT_EQ(api().ncclSend(reinterpret_cast<void *>(buf), 64, ncclUint8, 1 - me, c, cudaStream_t(s)), ncclSuccess);
+        EXPECT_EQ(api().ncclRecv(reinterpret_cast<void *>(buf), 64, ncclUint8, 1 - me, c, cudaStream_t(s)), ncclSuccess);
+        EXPECT_EQ(api().ncclGroupEnd(), ncclInProgress);
+        EXPECT_EQ(api().ncclCommAbort(c), ncclSuccess);
+        EXPECT_EQ(cuda().stream_synchronize(s), CUDA_SUCCESS);  // neither hangs nor fails
+        EXPECT_EQ(cuda().mem_free(buf), CUDA_SUCCESS);
+        EXPECT_EQ(cuda().stream_destroy(s), CUDA_SUCCESS);
+    });
+}
+#endif

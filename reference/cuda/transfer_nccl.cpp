@@ -111,18 +111,20 @@ public:
         const auto deadline = Clock::now() + std::chrono::milliseconds(std::max<uint32_t>(1, g_.timeout_ms / 2));
         r = settle(n, comm_, deadline);
         if (r == ncclInProgress) return drop(timeout(p));
-        // A peer that closed its end (it failed, and aborted) is a peer failure: the completion vote
-        // then carries its own code here (AFF-NO-HANG).
-        if (r == ncclRemoteError)
-            return drop(be::fail(inst_, XMC_ERR_PEER_FAILED, int64_t(r), kCall,
-                                 "%s: the NCCL round with rank %d failed with %s (%d)", kCall, g_.ranks[p],
-                                 Nccl::get().text(r), int(r)));
-        if (r != ncclSuccess) return drop(nccl_fail(inst_, r, "the round (ncclCommGetAsyncError)", g_.ranks[p]));
+        if (r != ncclSuccess) return drop(round_failed(p, r));
         // The operations are queued on the stream: done when the stream is.
         Driver &d = Driver::get();
         while (true) {
             const CUresult q = d.cuStreamQuery(stream_);
-            if (q == CUDA_SUCCESS) return XMC_OK;
+            if (q == CUDA_SUCCESS) {
+                // An error NCCL met while it moved the data (a peer that went away mid-round) is
+                // the communicator's asynchronous error by now; the stream says nothing of it. Seen
+                // once the fake NCCL became stream-ordered: such a round was taken as done, its
+                // bytes never received.
+                ncclResult_t async = ncclSuccess;
+                if (ncclResult_t e = n.ncclCommGetAsyncError(comm_, &async); e != ncclSuccess) async = e;
+                return async == ncclSuccess || async == ncclInProgress ? XMC_OK : drop(round_failed(p, async));
+            }
             if (q != CUDA_ERROR_NOT_READY) return drop(driver_fail(inst_, q, kCall, "cuStreamQuery"));
             if (Clock::now() >= deadline) return drop(timeout(p));
             std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -131,6 +133,14 @@ public:
 
 private:
     static bool ok(ncclResult_t r) { return r == ncclSuccess || r == ncclInProgress; }
+    xmc_status round_failed(int p, ncclResult_t r) {
+        // A peer that closed its end (it failed, and aborted) is a peer failure: the completion vote
+        // then carries its own code here (AFF-NO-HANG).
+        if (r == ncclRemoteError)
+            return be::fail(inst_, XMC_ERR_PEER_FAILED, int64_t(r), kCall, "%s: the NCCL round with rank %d failed with %s (%d)",
+                            kCall, g_.ranks[p], Nccl::get().text(r), int(r));
+        return nccl_fail(inst_, r, "the round (ncclCommGetAsyncError)", g_.ranks[p]);
+    }
     xmc_status timeout(int p) {
         return be::fail(inst_, XMC_ERR_TIMEOUT, 0, kCall,
                         "%s: the NCCL round with rank %d did not finish within %u ms; the communicator was aborted",
