@@ -5,7 +5,7 @@
 // native code and the driver call that answered (the platform's driver_fail).
 //
 // A broken backend of the self-test replaces one step of a platform's table
-// (conformance/broken/copy/copy_steps.hpp): the bug sits in that step and nowhere else.
+// (conformance/broken/stream_steps.hpp): the bug sits in that step and nowhere else.
 #pragma once
 #include "copy_desc.hpp"
 #include "errors.hpp"
@@ -118,30 +118,44 @@ inline xmc_status graph_end(const GraphOps &ops, xmc_instance *inst, xmc_stream 
 
 } // namespace xmc::be
 
-// The entries of a platform whose steps are `ops()` (a be::StreamOps &) that are the same on every
-// platform: copy, and the creating entries' argument checks.
-#define XMC_STREAM_ENTRIES(ops)                                                                     \
+// A platform's StreamOps, `stream_ops()` (one per library: a broken backend replaces a step before
+// the first call), with the steps in the struct's order, and the entries that are the same on
+// every platform over it: copy, and the creating entries' argument checks.
+#define XMC_STREAM_OPS(...)                                                                         \
+    ::xmc::be::StreamOps &stream_ops() {                                                            \
+        static ::xmc::be::StreamOps ops{__VA_ARGS__};                                               \
+        return ops;                                                                                 \
+    }                                                                                               \
     xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {                 \
-        return ::xmc::be::copy(ops(), inst, desc, s);                                               \
+        return ::xmc::be::copy(stream_ops(), inst, desc, s);                                        \
     }                                                                                               \
     xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {                \
-        return ::xmc::be::stream_create(ops(), inst, device, out);                                  \
+        return ::xmc::be::stream_create(stream_ops(), inst, device, out);                           \
     }                                                                                               \
     xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {                  \
-        return ::xmc::be::event_create(ops(), inst, device, out);                                   \
+        return ::xmc::be::event_create(stream_ops(), inst, device, out);                            \
     }                                                                                               \
     xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {            \
-        return ::xmc::be::dev_alloc(ops(), inst, device, bytes, out);                               \
+        return ::xmc::be::dev_alloc(stream_ops(), inst, device, bytes, out);                        \
     }                                                                                               \
     xmc_status host_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user) {       \
-        return ::xmc::be::host_callback(ops(), inst, s, fn, user);                                  \
+        return ::xmc::be::host_callback(stream_ops(), inst, s, fn, user);                           \
     }
 
-// graph_begin and graph_end over `ops()` (a be::GraphOps &); launch and destroy are its steps.
-#define XMC_GRAPH_ENTRIES(ops)                                                                      \
-    xmc_status graph_begin(xmc_instance *inst, xmc_stream *s) { return ::xmc::be::graph_begin(ops(), inst, s); } \
-    xmc_status graph_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {                      \
-        return ::xmc::be::graph_end(ops(), inst, s, out);                                           \
+// A platform's GraphOps, `graph_ops()`, from its steps ready, begin, end, launch, destroy, and the
+// GRAPH entries over it.
+#define XMC_GRAPH_OPS(...)                                                                          \
+    ::xmc::be::GraphOps &graph_ops() {                                                              \
+        static ::xmc::be::GraphOps ops{__VA_ARGS__};                                                \
+        return ops;                                                                                 \
     }                                                                                               \
-    xmc_status graph_launch(xmc_instance *inst, xmc_graph *g, xmc_stream *s) { return ops().launch(inst, g, s); } \
-    xmc_status graph_destroy(xmc_instance *inst, xmc_graph *g) { return ops().destroy(inst, g); }
+    xmc_status graph_begin(xmc_instance *inst, xmc_stream *s) {                                     \
+        return ::xmc::be::graph_begin(graph_ops(), inst, s);                                        \
+    }                                                                                               \
+    xmc_status graph_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {                      \
+        return ::xmc::be::graph_end(graph_ops(), inst, s, out);                                     \
+    }                                                                                               \
+    xmc_status graph_launch(xmc_instance *inst, xmc_graph *g, xmc_stream *s) {                      \
+        return graph_ops().launch(inst, g, s);                                                      \
+    }                                                                                               \
+    xmc_status graph_destroy(xmc_instance *inst, xmc_graph *g) { return graph_ops().destroy(inst, g); }

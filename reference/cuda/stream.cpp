@@ -315,12 +315,7 @@ static bool live_stream(xmc_instance *inst, xmc_stream *h) {
 }
 static xmc_status ready_copy(xmc_instance *inst) { return require(inst, "copy", Driver::get().missing_copy); }
 
-be::StreamOps &stream_ops() {
-    static be::StreamOps ops{ready,        ready_copy,    devices,      live_stream,     vmm_copy_check,
-                             enqueue_copy, create_stream, create_event, alloc_device,    enqueue_callback};
-    return ops;  // one per library; a broken backend replaces a step before the first call
-}
-
-XMC_STREAM_ENTRIES(stream_ops)
+XMC_STREAM_OPS(ready, ready_copy, devices, live_stream, vmm_copy_check,
+               enqueue_copy, create_stream, create_event, alloc_device, enqueue_callback)
 
 } // namespace xmc::cuda

@@ -87,12 +87,7 @@ xmc_status destroy(xmc_instance *inst, xmc_graph *h) {
 
 } // namespace
 
-be::GraphOps &graph_ops() {
-    static be::GraphOps ops{ready, begin, end, launch, destroy};
-    return ops;  // one per library; a broken backend replaces a step before the first call
-}
-
-XMC_GRAPH_ENTRIES(graph_ops)
+XMC_GRAPH_OPS(ready, begin, end, launch, destroy)
 
 void graph_close(Instance *in) {
     std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;

@@ -307,12 +307,7 @@ static xmc_status ready_copy(xmc_instance *) { return XMC_OK; }  // no driver: a
 static int32_t devices() { return 1; }
 static bool live_stream(xmc_instance *inst, xmc_stream *s) { return find_stream(as_host(inst), s) != nullptr; }
 
-be::StreamOps &stream_ops() {
-    static be::StreamOps ops{check_device, ready_copy,    devices,      live_stream,  vmm_copy_check,
-                             enqueue_copy, create_stream, create_event, alloc_device, enqueue_callback};
-    return ops;  // one per library; a broken backend replaces a step before the first call
-}
-
-XMC_STREAM_ENTRIES(stream_ops)
+XMC_STREAM_OPS(check_device, ready_copy, devices, live_stream, vmm_copy_check,
+               enqueue_copy, create_stream, create_event, alloc_device, enqueue_callback)
 
 } // namespace xmc::host

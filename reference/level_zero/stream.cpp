@@ -542,12 +542,7 @@ static xmc_status ready_copy(xmc_instance *inst) { return require(inst, "copy", 
 static int32_t devices() { return static_cast<int32_t>(Driver::get().devices.size()); }
 static bool live_stream(xmc_instance *inst, xmc_stream *h) { return find_stream(inst, h) != nullptr; }
 
-be::StreamOps &stream_ops() {
-    static be::StreamOps ops{ready,        ready_copy,    devices,      live_stream,  vmm_copy_check,
-                             enqueue_copy, create_stream, create_event, alloc_device, callback_step};
-    return ops;  // one per library; a broken backend replaces a step before the first call
-}
-
-XMC_STREAM_ENTRIES(stream_ops)
+XMC_STREAM_OPS(ready, ready_copy, devices, live_stream, vmm_copy_check,
+               enqueue_copy, create_stream, create_event, alloc_device, callback_step)
 
 } // namespace xmc::ze
