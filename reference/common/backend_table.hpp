@@ -21,3 +21,18 @@
 #define XMC_FILL_GROUP(group) XMC_ENTRIES_##group(XMC_FILL_ENTRY_)
 #define XMC_FILL_ERRORS_ENTRY_(kind, ret, name, params) t.name = ::xmc::be::name;
 #define XMC_FILL_ERRORS(t) XMC_ENTRIES_ERRORS(XMC_FILL_ERRORS_ENTRY_)
+
+// The one exported symbol of a backend library: its table, filled once by `fill` (the backend's
+// fill_table) and guarded (CORE-INSTANCE: every entry point refuses a NULL, closed or foreign
+// instance with invalid_handle).
+#define XMC_BACKEND_ENTRY(fill)                                                                     \
+    extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t runner_abi_version) {      \
+        if (runner_abi_version != XMC_ABI_VERSION) return nullptr;                                  \
+        static const xmc_backend table = [] {                                                       \
+            xmc_backend t{};                                                                        \
+            fill(t);                                                                                \
+            ::xmc::be::guard_table(t);                                                              \
+            return t;                                                                               \
+        }();                                                                                        \
+        return &table;                                                                              \
+    }

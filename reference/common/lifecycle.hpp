@@ -8,6 +8,8 @@
 #include <xmc/backend.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <mutex>
 #include <string>
 
 namespace xmc::be {
@@ -43,4 +45,48 @@ xmc_status open_instance(const xmc_open_params *params, xmc_instance **out, cons
 xmc_status close_instance(xmc_instance *inst, xmc_close_report *out, const InstanceOps &ops,
                           Registrations &registrations);
 
+// The count of open instances kept by a platform's driver table (`instances`, under `mu`):
+// InstanceOps::count for a platform with a driver.
+inline size_t count_instances(std::mutex &mu, int &instances, int delta) {
+    std::lock_guard<std::mutex> lock(mu);
+    instances += delta;
+    return static_cast<size_t>(instances);
+}
+
+// device_count's NULL check; `n` devices (0 without a usable driver).
+inline xmc_status device_count(xmc_instance *inst, int32_t *count, size_t n) {
+    if (!count) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "device_count: NULL result");
+    *count = static_cast<int32_t>(n);
+    return XMC_OK;
+}
+
+// device_info of a platform with a driver: NULL refused; CORE-INSTANCE: without a usable driver
+// no device, with the reason (`why`); an index outside [0, n) no device; else *out zeroed with
+// its index and `fill(out)` adds the device's own (uuid, name, total_memory).
+template <class Fill>
+xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out, bool usable, const std::string &why,
+                       size_t n, Fill fill) {
+    if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_info", "device_info: NULL result");
+    if (!usable)
+        return fail(inst, XMC_ERR_NO_DEVICE, 0, "device_info", "device_info: no device %d: %s", index, why.c_str());
+    if (xmc_status st = check_device_index(inst, index, n, "device_info"); st != XMC_OK) return st;
+    *out = xmc_device_info{};
+    out->index = index;
+    fill(out);
+    return XMC_OK;
+}
+
 } // namespace xmc::be
+
+// open, close_report and close of a platform over its InstanceOps `ops` and its registrations();
+// `prepare` runs first in open (a platform loads its driver there, or records why not).
+#define XMC_INSTANCE_ENTRIES(ops, prepare, regs)                                                    \
+    xmc_status open(const xmc_open_params *params, xmc_instance **out) {                            \
+        prepare;                                                                                    \
+        return ::xmc::be::open_instance(params, out, ops);                                          \
+    }                                                                                               \
+    xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {                            \
+        return ::xmc::be::close_instance(inst, out, ops, regs());                                   \
+    }                                                                                               \
+    /* The same as close_report, without the report. */                                            \
+    xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }

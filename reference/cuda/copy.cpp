@@ -8,8 +8,8 @@
 //   - otherwise one cuMemcpy2DAsync_v2 per slice.
 // Host, pinned and registered memory are CU_MEMORYTYPE_HOST (the driver finds
 // page-locked memory itself), device memory is CU_MEMORYTYPE_DEVICE.
-#include "copy_desc.hpp"
 #include "cuda.hpp"
+#include "streams.hpp"
 
 #include <cstring>
 
@@ -71,20 +71,12 @@ CUDA_MEMCPY3D whole_3d(const xmc_copy_desc &d) {
 
 } // namespace
 
-xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *handle) {
+// The copy step of the CUDA StreamOps: the descriptor, the stream and the slots are checked
+// (reference/common/streams.hpp).
+xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &c, xmc_stream *handle) {
     Driver &d = Driver::get();
-    if (xmc_status st = require(inst, "copy", d.missing_copy); st != XMC_OK) return st;
-    be::CopySpan spans[2];
-    if (xmc_status st = be::check_copy(inst, desc, static_cast<int32_t>(d.devices.size()), spans); st != XMC_OK)
-        return st;
     Stream s;
-    if (!find_stream(inst, handle, &s))
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "copy", "copy: %p is not a live stream of this instance",
-                        static_cast<void *>(handle));
-    // VMM-UNMAPPED-FAULTS: the driver is never handed a copy into a slot that is not mapped
-    // (cuMemcpyAsync into a released slot's range crashed the H200's driver: SIGSEGV).
-    if (xmc_status st = vmm_copy_check(inst, spans); st != XMC_OK) return st;
-    const xmc_copy_desc &c = *desc;
+    if (!find_stream(inst, handle, &s)) return be::bad_stream(inst, "copy", handle);
     CtxScope scope(d, s.ctx);
     CUresult r = scope.result();
     const char *what = "cuCtxPushCurrent";

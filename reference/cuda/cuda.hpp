@@ -10,6 +10,7 @@
 #include "pin_registry.hpp"
 #include "lifecycle.hpp"
 #include "registration.hpp"
+#include "streams.hpp"
 
 #include <cuda.h>
 
@@ -223,6 +224,10 @@ constexpr size_t kRegChunkBytes = size_t{1} << 30;
 // stream.cpp
 // The stream behind a handle of this instance, copied out; false if none.
 bool find_stream(xmc_instance *inst, xmc_stream *handle, Stream *out);
+// The steps of streams, copies and graphs (reference/common/streams.hpp); copy.cpp's step.
+be::StreamOps &stream_ops();
+be::GraphOps &graph_ops();
+xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &c, xmc_stream *handle);
 
 // vmm.cpp
 std::shared_ptr<Vmm> vmm_create();

@@ -7,6 +7,7 @@
 // when no instance and no registration needs them, so a closed backend leaves
 // nothing in the driver.
 #include "cuda.hpp"
+#include "driver_contexts.hpp"
 
 #include <dlfcn.h>
 
@@ -131,18 +132,7 @@ CUresult Driver::context_for(const CUuuid &uuid, CUcontext *out, int32_t *index)
 }
 
 CUresult Driver::release_if_idle() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (instances > 0 || registrations > 0) return CUDA_SUCCESS;
-    CUresult first = CUDA_SUCCESS;
-    for (Device &dev : devices) {
-        if (!dev.ctx) continue;
-        // A context the driver did not release stays retained: the next idle
-        // moment releases it.
-        const CUresult r = cuDevicePrimaryCtxRelease(dev.dev);
-        if (r == CUDA_SUCCESS) dev.ctx = nullptr;
-        else if (first == CUDA_SUCCESS) first = r;
-    }
-    return first;
+    return be::release_if_idle(*this, CUDA_SUCCESS, [&](Device &dev) { return cuDevicePrimaryCtxRelease(dev.dev); });
 }
 
 xmc_status status_of(CUresult r) {

@@ -20,6 +20,7 @@
 // with, so a graph over a slot reads the backing mapped at the slot's address
 // when it runs (VMM-GRAPH; probe: graph_vmm_remap_reads_new_backing).
 #include "cuda.hpp"
+#include "handles.hpp"
 
 #include <new>
 
@@ -38,19 +39,11 @@ namespace {
 
 Instance *as_cuda(xmc_instance *inst) { return static_cast<Instance *>(inst); }
 
-xmc_status bad_stream(xmc_instance *inst, const char *call, const void *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call, h);
-}
-
-xmc_status bad_graph(xmc_instance *inst, const char *call, const void *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live graph of this instance", call, h);
-}
+using be::bad_graph;
+using be::bad_stream;
 
 std::shared_ptr<Graph> find_graph(xmc_instance *inst, xmc_graph *h) {
-    Instance *in = as_cuda(inst);
-    std::lock_guard<std::mutex> lock(in->mu);
-    auto it = in->graphs.find(h);
-    return it == in->graphs.end() ? nullptr : it->second;
+    return be::find_handle(as_cuda(inst)->mu, as_cuda(inst)->graphs, h);
 }
 
 // GRAPH-CAPTURE: waits for every launch of g, then frees it; the first failure.
@@ -95,9 +88,12 @@ xmc_status refuse_capturing(xmc_instance *inst, const char *call, CUresult nativ
                     call, Driver::get().result_name(native), static_cast<int>(native));
 }
 
-xmc_status graph_begin(xmc_instance *inst, xmc_stream *sh) {
+namespace {
+
+xmc_status ready(xmc_instance *inst, const char *call) { return require(inst, call, Driver::get().missing_graph); }
+
+xmc_status begin(xmc_instance *inst, xmc_stream *sh) {
     const char *call = "graph_begin";
-    if (xmc_status st = require(inst, call, Driver::get().missing_graph); st != XMC_OK) return st;
     Stream probe;
     if (!find_stream(inst, sh, &probe)) return bad_stream(inst, call, sh);
     // A remap's reload copies still to come on the stream would be captured (slot_book.hpp).
@@ -124,10 +120,8 @@ xmc_status graph_begin(xmc_instance *inst, xmc_stream *sh) {
     });
 }
 
-xmc_status graph_end(xmc_instance *inst, xmc_stream *sh, xmc_graph **out) {
+xmc_status end(xmc_instance *inst, xmc_stream *sh, xmc_graph **out) {
     const char *call = "graph_end";
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "graph_end: result pointer is NULL");
-    if (xmc_status st = require(inst, call, Driver::get().missing_graph); st != XMC_OK) return st;
     Instance *in = as_cuda(inst);
     Driver &d = Driver::get();
     auto g = std::make_shared<Graph>();
@@ -163,14 +157,14 @@ xmc_status graph_end(xmc_instance *inst, xmc_stream *sh, xmc_graph **out) {
         g->device = s.device;
         g->ctx = s.ctx;
     }
-    auto *h = reinterpret_cast<xmc_graph *>(new char);  // a heap cookie, never dereferenced
+    auto *h = be::new_cookie<xmc_graph>();
     std::lock_guard<std::mutex> lock(in->mu);
     in->graphs[h] = std::move(g);
     *out = h;
     return XMC_OK;
 }
 
-xmc_status graph_launch(xmc_instance *inst, xmc_graph *gh, xmc_stream *sh) {
+xmc_status launch(xmc_instance *inst, xmc_graph *gh, xmc_stream *sh) {
     const char *call = "graph_launch";
     std::shared_ptr<Graph> g = find_graph(inst, gh);
     if (!g) return bad_graph(inst, call, gh);
@@ -200,21 +194,18 @@ xmc_status graph_launch(xmc_instance *inst, xmc_graph *gh, xmc_stream *sh) {
     return XMC_OK;
 }
 
-xmc_status graph_destroy(xmc_instance *inst, xmc_graph *gh) {
-    Instance *in = as_cuda(inst);
-    std::shared_ptr<Graph> g;
-    {
-        std::lock_guard<std::mutex> lock(in->mu);
-        auto it = in->graphs.find(gh);
-        if (it == in->graphs.end()) return bad_graph(inst, "graph_destroy", gh);
-        g = std::move(it->second);
-        in->graphs.erase(it);  // refused from now on
-        delete reinterpret_cast<char *>(gh);
-    }
+xmc_status destroy(xmc_instance *inst, xmc_graph *gh) {
+    std::shared_ptr<Graph> g = be::take_handle(as_cuda(inst)->mu, as_cuda(inst)->graphs, gh);
+    if (!g) return bad_graph(inst, "graph_destroy", gh);
+    be::free_cookie(gh);
     if (CUresult r = destroy_graph(*g); r != CUDA_SUCCESS)
         return driver_fail(inst, r, "graph_destroy", "cuEventSynchronize/cuGraphExecDestroy");
     return XMC_OK;
 }
+
+} // namespace
+
+XMC_GRAPH_OPS(ready, begin, end, launch, destroy)
 
 void graph_close(Instance *in) {
     std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;
@@ -226,7 +217,7 @@ void graph_close(Instance *in) {
     }
     for (auto &[h, g] : graphs) {
         destroy_graph(*g);
-        delete reinterpret_cast<char *>(h);
+        be::free_cookie(h);
     }
 }
 

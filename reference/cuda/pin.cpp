@@ -5,6 +5,7 @@
 // code (never silent). The registry's release hook unregisters a registered
 // block before its pages are unlocked and freed.
 #include "cuda.hpp"
+#include "pin_entries.hpp"
 
 #include <cstdio>
 
@@ -50,27 +51,6 @@ static xmc_status register_block(xmc_instance *inst, uintptr_t base, size_t size
     return st;
 }
 
-xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t device, xmc_pin_result *out) {
-    Driver &d = Driver::get();
-    return PinRegistry::process().alloc_for_device(inst, bytes, alignment, device, d.usable, d.devices.size(),
-                                                   register_block, out);
-}
-
-// PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;
-// PIN-SHARED, PIN-THREADS: one registry for every instance, under one lock.
-xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
-
-xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {
-    return PinRegistry::process().query(inst, addr, len, out);
-}
-
-xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) { return PinRegistry::process().stats(inst, out); }
-
-// PIN-KINDS: mlock pinning of whole pages, as on the host (pin_registry.cpp).
-size_t pin_min_alignment(xmc_instance *) { return PinRegistry::min_alignment(); }
-
-xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
-
-xmc_status pin_unref(xmc_instance *inst, const void *addr) { return PinRegistry::process().unref(inst, addr); }
+XMC_PIN_DRIVER_ENTRIES(register_block)
 
 } // namespace xmc::cuda

@@ -50,18 +50,8 @@ static bool find_event(xmc_instance *inst, xmc_event *handle, Event *out) {
     return true;
 }
 
-static xmc_status bad_stream(xmc_instance *inst, const char *call, const void *handle) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
-                    handle);
-}
-static xmc_status bad_event(xmc_instance *inst, const char *call, const void *handle) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live event of this instance", call,
-                    handle);
-}
-
-// Handles are heap cookies of one byte: unique while live, never dereferenced.
-static xmc_stream *new_stream_handle() { return reinterpret_cast<xmc_stream *>(new char); }
-static xmc_event *new_event_handle() { return reinterpret_cast<xmc_event *>(new char); }
+using be::bad_event;
+using be::bad_stream;
 
 // Waits for the stream's work, then destroys it in its context.
 static CUresult destroy_stream(const Stream &s) {
@@ -81,7 +71,7 @@ CUresult Instance::release_all(const char **what) {
         auto it = streams.begin();
         *what = "cuStreamSynchronize/cuStreamDestroy";
         if (CUresult r = destroy_stream(it->second); r != CUDA_SUCCESS) return r;
-        delete reinterpret_cast<char *>(it->first);
+        be::free_cookie(it->first);
         streams.erase(it);
     }
     while (!events.empty()) {
@@ -91,7 +81,7 @@ CUresult Instance::release_all(const char **what) {
         if (r == CUDA_SUCCESS) r = d.cuEventDestroy(it->second.event);
         *what = "cuEventDestroy";
         if (r != CUDA_SUCCESS) return r;
-        delete reinterpret_cast<char *>(it->first);
+        be::free_cookie(it->first);
         events.erase(it);
     }
     while (!dev_allocs.empty()) {
@@ -106,9 +96,7 @@ CUresult Instance::release_all(const char **what) {
     return CUDA_SUCCESS;
 }
 
-xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "stream_create", "stream_create: result pointer is NULL");
-    if (xmc_status st = ready(inst, device, "stream_create"); st != XMC_OK) return st;
+static xmc_status create_stream(xmc_instance *inst, int32_t device, xmc_stream **out) {
     Stream s;
     s.device = device;
     if (xmc_status st = device_context(inst, device, "stream_create", &s.ctx); st != XMC_OK) return st;
@@ -121,7 +109,7 @@ xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
         if (CUresult r = d.cuStreamCreate(&s.stream, CU_STREAM_NON_BLOCKING); r != CUDA_SUCCESS)
             return driver_fail(inst, r, "stream_create", "cuStreamCreate");
     }
-    xmc_stream *h = new_stream_handle();
+    xmc_stream *h = be::new_cookie<xmc_stream>();
     std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
     as_cuda(inst)->streams[h] = s;
     *out = h;
@@ -142,7 +130,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
         return driver_fail(inst, r, "stream_destroy", "cuStreamSynchronize/cuStreamDestroy");  // kept: the caller may retry
     std::lock_guard<std::mutex> lock(in->mu);
     in->streams.erase(handle);
-    delete reinterpret_cast<char *>(handle);
+    be::free_cookie(handle);
     return XMC_OK;
 }
 
@@ -158,9 +146,7 @@ xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
     return r == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_synchronize", "cuStreamSynchronize");
 }
 
-xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_create", "event_create: result pointer is NULL");
-    if (xmc_status st = ready(inst, device, "event_create"); st != XMC_OK) return st;
+static xmc_status create_event(xmc_instance *inst, int32_t device, xmc_event **out) {
     Event e;
     e.device = device;
     if (xmc_status st = device_context(inst, device, "event_create", &e.ctx); st != XMC_OK) return st;
@@ -171,7 +157,7 @@ xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
         if (r == CUDA_SUCCESS) r = d.cuEventCreate(&e.event, CU_EVENT_DISABLE_TIMING);
         if (r != CUDA_SUCCESS) return driver_fail(inst, r, "event_create", "cuEventCreate");
     }
-    xmc_event *h = new_event_handle();
+    xmc_event *h = be::new_cookie<xmc_event>();
     std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
     as_cuda(inst)->events[h] = e;
     *out = h;
@@ -190,7 +176,7 @@ xmc_status event_destroy(xmc_instance *inst, xmc_event *handle) {
     }
     std::lock_guard<std::mutex> lock(as_cuda(inst)->mu);
     as_cuda(inst)->events.erase(handle);
-    delete reinterpret_cast<char *>(handle);
+    be::free_cookie(handle);
     return XMC_OK;
 }
 
@@ -256,8 +242,7 @@ void CUDA_CB recorded_trampoline(void *p) {
 }
 } // namespace
 
-xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, void *user) {
-    if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
+static xmc_status enqueue_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, void *user) {
     Stream s;
     if (!find_stream(inst, sh, &s)) return bad_stream(inst, "host_callback", sh);
     if (s.capture) {
@@ -286,10 +271,7 @@ xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, voi
     return XMC_OK;
 }
 
-xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: result pointer is NULL");
-    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: size is 0");
-    if (xmc_status st = ready(inst, device, "dev_alloc"); st != XMC_OK) return st;
+static xmc_status alloc_device(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
     DevAlloc a;
     a.device = device;
     if (xmc_status st = device_context(inst, device, "dev_alloc", &a.ctx); st != XMC_OK) return st;
@@ -325,5 +307,15 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
     in->dev_allocs.erase(it);
     return XMC_OK;
 }
+
+static int32_t devices() { return static_cast<int32_t>(Driver::get().devices.size()); }
+static bool live_stream(xmc_instance *inst, xmc_stream *h) {
+    Stream s;
+    return find_stream(inst, h, &s);
+}
+static xmc_status ready_copy(xmc_instance *inst) { return require(inst, "copy", Driver::get().missing_copy); }
+
+XMC_STREAM_OPS(ready, ready_copy, devices, live_stream, vmm_copy_check,
+               enqueue_copy, create_stream, create_event, alloc_device, enqueue_callback)
 
 } // namespace xmc::cuda

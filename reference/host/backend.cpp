@@ -38,22 +38,9 @@ void destroy(xmc_instance *inst) { delete static_cast<Instance *>(inst); }
 const be::InstanceOps kInstanceOps{create, option, release_objects, count, release_driver, destroy};
 } // namespace
 
-xmc_status open(const xmc_open_params *params, xmc_instance **out) {
-    return be::open_instance(params, out, kInstanceOps);
-}
+XMC_INSTANCE_ENTRIES(kInstanceOps, (void)0, registrations)
 
-xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
-    return be::close_instance(inst, out, kInstanceOps, registrations());
-}
-
-// The same as close_report, without the report.
-xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
-
-xmc_status device_count(xmc_instance *inst, int32_t *count) {
-    if (!count) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "device_count: NULL result");
-    *count = 1;
-    return XMC_OK;
-}
+xmc_status device_count(xmc_instance *inst, int32_t *count) { return be::device_count(inst, count, 1); }
 
 xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out) {
     if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_info", "device_info: NULL result");

@@ -3,19 +3,17 @@
 // then the stream's worker copies row by row with memcpy. Every memory kind
 // is host memory here, so the kinds only take part in validation. This is the
 // reference every other backend's copies are compared with.
-#include "copy_desc.hpp"
 #include "host.hpp"
 
 #include <cstring>
 
 namespace xmc::host {
 
-xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
-    be::CopySpan spans[2];
-    if (xmc_status st = be::check_copy(inst, desc, 1, spans); st != XMC_OK) return st;
-    // VMM-UNMAPPED-FAULTS: memcpy into a released slot's range dies by SIGSEGV.
-    if (xmc_status st = vmm_copy_check(inst, spans); st != XMC_OK) return st;
-    const xmc_copy_desc d = *desc;  // the caller's descriptor may go away before the copy runs
+// The copy step of the host's StreamOps: the descriptor, the stream and the slots are checked
+// (reference/common/streams.hpp; VMM-UNMAPPED-FAULTS: memcpy into a released slot's range dies by
+// SIGSEGV).
+xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &desc, xmc_stream *s) {
+    const xmc_copy_desc d = desc;  // the caller's descriptor may go away before the copy runs
     // GRAPH-CAPTURE: recorded while s captures; the op reads and writes the
     // described addresses each time it runs (VMM-GRAPH: a slot's current backing).
     return enqueue_or_record(inst, s, "copy", [d] {

@@ -6,6 +6,7 @@
 // release enqueued after a launch waits for it). The ops read and write the
 // addresses they were recorded with, so a graph over a slot sees the slot's
 // backing of the moment it runs (VMM-GRAPH).
+#include "handles.hpp"
 #include "host.hpp"
 
 #include <condition_variable>
@@ -24,16 +25,10 @@ namespace {
 Instance *as_host(xmc_instance *inst) { return static_cast<Instance *>(inst); }
 
 std::shared_ptr<Graph> find_graph(xmc_instance *inst, xmc_graph *h) {
-    Instance *in = as_host(inst);
-    std::lock_guard<std::mutex> lock(in->mu);
-    auto it = in->graphs.find(h);
-    return it == in->graphs.end() ? nullptr : it->second;
+    return be::find_handle(as_host(inst)->mu, as_host(inst)->graphs, h);
 }
 
-xmc_status bad_graph(xmc_instance *inst, const char *call, xmc_graph *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live graph of this instance", call,
-                    static_cast<void *>(h));
-}
+using be::bad_graph;
 
 // GRAPH-CAPTURE: destroy never frees what a launch still runs.
 void wait_launches(Graph &g) {
@@ -41,15 +36,14 @@ void wait_launches(Graph &g) {
     g.cv.wait(lock, [&] { return g.running == 0; });
 }
 
-} // namespace
+xmc_status ready(xmc_instance *, const char *) { return XMC_OK; }  // no driver: always there
 
-xmc_status graph_begin(xmc_instance *inst, xmc_stream *s) {
+xmc_status begin(xmc_instance *inst, xmc_stream *s) {
     // A remap's reload copies still to come on s would be recorded, not run (slot_book.hpp).
     return vmm_before_capture(inst, s, [&] { return begin_capture(inst, s, "graph_begin"); });
 }
 
-xmc_status graph_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "graph_end", "graph_end: result pointer is NULL");
+xmc_status end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {
     Recording ops;
     if (xmc_status st = end_capture(inst, s, "graph_end", &ops); st != XMC_OK) return st;
     auto g = std::make_shared<Graph>();
@@ -61,7 +55,7 @@ xmc_status graph_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {
     return XMC_OK;
 }
 
-xmc_status graph_launch(xmc_instance *inst, xmc_graph *h, xmc_stream *s) {
+xmc_status launch(xmc_instance *inst, xmc_graph *h, xmc_stream *s) {
     std::shared_ptr<Graph> g = find_graph(inst, h);
     if (!g) return bad_graph(inst, "graph_launch", h);
     {
@@ -84,19 +78,16 @@ xmc_status graph_launch(xmc_instance *inst, xmc_graph *h, xmc_stream *s) {
     return st;
 }
 
-xmc_status graph_destroy(xmc_instance *inst, xmc_graph *h) {
-    Instance *in = as_host(inst);
-    std::shared_ptr<Graph> g;
-    {
-        std::lock_guard<std::mutex> lock(in->mu);
-        auto it = in->graphs.find(h);
-        if (it == in->graphs.end()) return bad_graph(inst, "graph_destroy", h);
-        g = std::move(it->second);
-        in->graphs.erase(it);  // refused from now on
-    }
+xmc_status destroy(xmc_instance *inst, xmc_graph *h) {
+    std::shared_ptr<Graph> g = be::take_handle(as_host(inst)->mu, as_host(inst)->graphs, h);
+    if (!g) return bad_graph(inst, "graph_destroy", h);
     wait_launches(*g);
     return XMC_OK;
 }
+
+} // namespace
+
+XMC_GRAPH_OPS(ready, begin, end, launch, destroy)
 
 void graph_close(Instance *in) {
     std::map<xmc_graph *, std::shared_ptr<Graph>> graphs;

@@ -6,6 +6,7 @@
 #include "pin_registry.hpp"
 #include "lifecycle.hpp"
 #include "registration.hpp"
+#include "streams.hpp"
 #include "transfer_protocol.hpp"
 
 #include <functional>
@@ -66,6 +67,10 @@ using Recording = std::vector<std::function<void()>>;
 // recorded (XMC_ERR_INVALID_ARGUMENT if it does not record).
 xmc_status begin_capture(xmc_instance *inst, xmc_stream *s, const char *call);
 xmc_status end_capture(xmc_instance *inst, xmc_stream *s, const char *call, Recording *out);
+// The steps of streams, copies and graphs (reference/common/streams.hpp); copy.cpp's step.
+be::StreamOps &stream_ops();
+be::GraphOps &graph_ops();
+xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &d, xmc_stream *s);
 
 // transfer.cpp: what each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote
 // (reference/common/transfer_protocol.hpp). Named here so that a broken backend of the self-test

@@ -2,6 +2,7 @@
 // registry (PIN-ALLOC .. PIN-REFS). The host has no device to register with,
 // so the capability pin_register is not declared and a device is refused.
 #include "host.hpp"
+#include "pin_entries.hpp"
 
 namespace xmc::host {
 
@@ -26,25 +27,6 @@ xmc_status pin_alloc(xmc_instance *inst, size_t bytes, size_t alignment, int32_t
     return XMC_OK;
 }
 
-// PIN-FREE, PIN-AFTER-FREE, PIN-QUERY, PIN-REFS: the shared registry's rules;
-// PIN-SHARED, PIN-THREADS: one registry for every instance, under one lock.
-xmc_status pin_free(xmc_instance *inst, void *base) { return PinRegistry::process().free(inst, base); }
-
-xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xmc_pin_info *out) {
-    return PinRegistry::process().query(inst, addr, len, out);
-}
-
-xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) {
-    return PinRegistry::process().stats(inst, out);
-}
-
-xmc_status pin_ref(xmc_instance *inst, const void *addr) { return PinRegistry::process().ref(inst, addr); }
-
-// PIN-KINDS: mlock pinning of whole pages (pin_registry.cpp).
-size_t pin_min_alignment(xmc_instance *) { return PinRegistry::min_alignment(); }
-
-xmc_status pin_unref(xmc_instance *inst, const void *addr) {
-    return PinRegistry::process().unref(inst, addr);
-}
+XMC_PIN_REGISTRY_ENTRIES
 
 } // namespace xmc::host

@@ -96,10 +96,8 @@ static xmc_status check_device(xmc_instance *inst, int32_t device, const char *c
     return XMC_OK;
 }
 
-static xmc_status bad_stream(xmc_instance *inst, const char *call, xmc_stream *handle) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
-                    static_cast<void *>(handle));
-}
+using be::bad_event;
+using be::bad_stream;
 
 // VMM-GRAPH-ORDER, GRAPH-CAPTURE: a call that may not join a capture, refused with nothing changed.
 static xmc_status refuse_capturing(xmc_instance *inst, const char *call) {
@@ -162,9 +160,7 @@ static bool capturing(Stream &s) {
     return s.capture != nullptr;
 }
 
-xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "stream_create", "stream_create: result pointer is NULL");
-    if (xmc_status st = check_device(inst, device, "stream_create"); st != XMC_OK) return st;
+static xmc_status create_stream(xmc_instance *inst, int32_t, xmc_stream **out) {
     auto s = std::make_unique<Stream>();
     s->worker = std::thread([p = s.get()] { p->run(); });
     auto *handle = reinterpret_cast<xmc_stream *>(s.get());
@@ -181,8 +177,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
         std::lock_guard<std::mutex> lock(in->mu);
         auto it = in->streams.find(handle);
         if (it == in->streams.end())
-            return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "stream_destroy",
-                            "stream_destroy: %p is not a live stream of this instance", static_cast<void *>(handle));
+            return bad_stream(inst, "stream_destroy", handle);
         // From the stream's own callback the join below would wait for itself.
         if (it->second->worker.get_id() == std::this_thread::get_id())
             return be::fail(inst, XMC_ERR_BUSY, 0, "stream_destroy",
@@ -203,8 +198,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
 xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
     Stream *s = find_stream(as_host(inst), handle);
     if (!s)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "stream_synchronize",
-                        "stream_synchronize: %p is not a live stream of this instance", static_cast<void *>(handle));
+        return bad_stream(inst, "stream_synchronize", handle);
     if (s->worker.get_id() == std::this_thread::get_id())
         return be::fail(inst, XMC_ERR_BUSY, 0, "stream_synchronize",
                         "stream_synchronize: called from a host callback of the same stream (would wait for itself)");
@@ -216,9 +210,7 @@ xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
     return XMC_OK;
 }
 
-xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_create", "event_create: result pointer is NULL");
-    if (xmc_status st = check_device(inst, device, "event_create"); st != XMC_OK) return st;
+static xmc_status create_event(xmc_instance *inst, int32_t, xmc_event **out) {
     auto e = std::make_shared<Event>();
     auto *handle = reinterpret_cast<xmc_event *>(e.get());
     std::lock_guard<std::mutex> lock(as_host(inst)->mu);
@@ -232,20 +224,17 @@ xmc_status event_destroy(xmc_instance *inst, xmc_event *handle) {
     std::lock_guard<std::mutex> lock(in->mu);
     // Operations already enqueued hold their own reference to the event.
     if (in->events.erase(handle) == 0)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_destroy",
-                        "event_destroy: %p is not a live event of this instance", static_cast<void *>(handle));
+        return bad_event(inst, "event_destroy", handle);
     return XMC_OK;
 }
 
 xmc_status event_record(xmc_instance *inst, xmc_event *handle, xmc_stream *s) {
     std::shared_ptr<Event> e = find_event(as_host(inst), handle);
     if (!e)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_record",
-                        "event_record: %p is not a live event of this instance", static_cast<void *>(handle));
+        return bad_event(inst, "event_record", handle);
     Stream *st = find_stream(as_host(inst), s);
     if (!st)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_record",
-                        "event_record: %p is not a live stream of this instance", static_cast<void *>(s));
+        return bad_stream(inst, "event_record", s);
     // Before a generation is issued: a record refused later would leave one never completed.
     if (capturing(*st)) return refuse_capturing(inst, "event_record");
     uint64_t gen = 0;
@@ -263,8 +252,7 @@ xmc_status event_record(xmc_instance *inst, xmc_event *handle, xmc_stream *s) {
 xmc_status event_synchronize(xmc_instance *inst, xmc_event *handle) {
     std::shared_ptr<Event> e = find_event(as_host(inst), handle);
     if (!e)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "event_synchronize",
-                        "event_synchronize: %p is not a live event of this instance", static_cast<void *>(handle));
+        return bad_event(inst, "event_synchronize", handle);
     std::unique_lock<std::mutex> lock(e->mu);
     const uint64_t target = e->issued;
     e->cv.wait(lock, [&] { return e->completed >= target; });
@@ -274,8 +262,7 @@ xmc_status event_synchronize(xmc_instance *inst, xmc_event *handle) {
 xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *handle) {
     std::shared_ptr<Event> e = find_event(as_host(inst), handle);
     if (!e)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "stream_wait_event",
-                        "stream_wait_event: %p is not a live event of this instance", static_cast<void *>(handle));
+        return bad_event(inst, "stream_wait_event", handle);
     uint64_t target = 0;
     {
         std::lock_guard<std::mutex> lock(e->mu);
@@ -288,15 +275,11 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *handl
     });
 }
 
-xmc_status host_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user) {
-    if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
+static xmc_status enqueue_callback(xmc_instance *inst, xmc_stream *s, xmc_host_fn fn, void *user) {
     return enqueue_or_record(inst, s, "host_callback", [fn, user] { fn(user); });
 }
 
-xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: result pointer is NULL");
-    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: size is 0");
-    if (xmc_status st = check_device(inst, device, "dev_alloc"); st != XMC_OK) return st;
+static xmc_status alloc_device(xmc_instance *inst, int32_t, size_t bytes, void **out) {
     void *p = nullptr;
     // 256 bytes: the alignment cuMemAlloc guarantees, so callers see the same.
     if (int rc = posix_memalign(&p, 256, bytes); rc != 0)
@@ -319,5 +302,12 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
     in->dev_allocs.erase(it);
     return XMC_OK;
 }
+
+static xmc_status ready_copy(xmc_instance *) { return XMC_OK; }  // no driver: always there
+static int32_t devices() { return 1; }
+static bool live_stream(xmc_instance *inst, xmc_stream *s) { return find_stream(as_host(inst), s) != nullptr; }
+
+XMC_STREAM_OPS(check_device, ready_copy, devices, live_stream, vmm_copy_check,
+               enqueue_copy, create_stream, create_event, alloc_device, enqueue_callback)
 
 } // namespace xmc::host

@@ -37,12 +37,7 @@ xmc_status release_objects(xmc_instance *inst, uint64_t *slots) {
         return driver_fail(inst, r, "close", "zeEventDestroy/zeEventPoolDestroy of a slot request's events");
     return XMC_OK;
 }
-size_t count(int delta) {
-    Driver &d = Driver::get();
-    std::lock_guard<std::mutex> lock(d.mu);
-    d.instances += delta;
-    return static_cast<size_t>(d.instances);
-}
+size_t count(int delta) { return be::count_instances(Driver::get().mu, Driver::get().instances, delta); }
 xmc_status release_driver(xmc_instance *inst) {
     if (ze_result_t r = Driver::get().release_if_idle(); r != ZE_RESULT_SUCCESS)
         return driver_fail(inst, r, "close", "zeContextDestroy");
@@ -52,39 +47,21 @@ void destroy(xmc_instance *inst) { delete static_cast<Instance *>(inst); }
 const be::InstanceOps kInstanceOps{create, option, release_objects, count, release_driver, destroy};
 } // namespace
 
-xmc_status open(const xmc_open_params *params, xmc_instance **out) {
-    Driver::get();  // loads the driver (or records why not) before the first instance
-    return be::open_instance(params, out, kInstanceOps);
-}
-
-xmc_status close_report(xmc_instance *inst, xmc_close_report *out) {
-    return be::close_instance(inst, out, kInstanceOps, registrations());
-}
-
-// The same as close_report, without the report.
-xmc_status close(xmc_instance *inst) { return close_report(inst, nullptr); }
+// Driver::get() loads the loader (or records why not) before the first instance.
+XMC_INSTANCE_ENTRIES(kInstanceOps, Driver::get(), registrations)
 
 xmc_status device_count(xmc_instance *inst, int32_t *count) {
-    if (!count) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_count", "device_count: NULL result");
-    *count = static_cast<int32_t>(Driver::get().devices.size());  // 0 without a usable driver
-    return XMC_OK;
+    return be::device_count(inst, count, Driver::get().devices.size());  // 0 without a usable loader
 }
 
 xmc_status device_info(xmc_instance *inst, int32_t index, xmc_device_info *out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "device_info", "device_info: NULL result");
     Driver &d = Driver::get();
-    // CORE-INSTANCE: no driver: no device, with the reason; else check_device.
-    if (!d.usable)
-        return be::fail(inst, XMC_ERR_NO_DEVICE, 0, "device_info", "device_info: no device %d: %s", index,
-                        d.why.c_str());
-    if (xmc_status st = check_device(inst, index, "device_info"); st != XMC_OK) return st;
-    const Device &dev = d.devices[static_cast<size_t>(index)];
-    *out = xmc_device_info{};
-    out->index = index;
-    std::memcpy(out->uuid, dev.uuid, sizeof out->uuid);
-    std::snprintf(out->name, sizeof out->name, "%s", dev.name);
-    out->total_memory = dev.total;
-    return XMC_OK;
+    return be::device_info(inst, index, out, d.usable, d.why, d.devices.size(), [&](xmc_device_info *info) {
+        const Device &dev = d.devices[static_cast<size_t>(index)];
+        std::memcpy(info->uuid, dev.uuid, sizeof info->uuid);
+        std::snprintf(info->name, sizeof info->name, "%s", dev.name);
+        info->total_memory = dev.total;
+    });
 }
 
 Instance::Instance() = default;

@@ -10,7 +10,6 @@
 //     zeCommandListAppendMemoryCopy per row, in order.
 // Host, pinned, registered and device memory are all plain pointers to the
 // driver (unified addressing); the kinds only matter for the checks.
-#include "copy_desc.hpp"
 #include "ze.hpp"
 
 namespace xmc::ze {
@@ -38,19 +37,12 @@ ze_copy_region_t region(const xmc_copy_side &s, const xmc_copy_desc &c, bool thr
 
 } // namespace
 
-xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *handle) {
+// The copy step of the Level Zero StreamOps: the descriptor, the stream and the slots are checked
+// (reference/common/streams.hpp).
+xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &c, xmc_stream *handle) {
     Driver &d = Driver::get();
-    if (xmc_status st = require(inst, "copy", d.missing_copy); st != XMC_OK) return st;
-    be::CopySpan spans[2];
-    if (xmc_status st = be::check_copy(inst, desc, static_cast<int32_t>(d.devices.size()), spans); st != XMC_OK)
-        return st;
     std::shared_ptr<Stream> s = find_stream(inst, handle);
-    if (!s)
-        return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, "copy", "copy: %p is not a live stream of this instance",
-                        static_cast<void *>(handle));
-    // VMM-UNMAPPED-FAULTS: the driver is never handed a copy into a slot that is not mapped.
-    if (xmc_status st = vmm_copy_check(inst, spans); st != XMC_OK) return st;
-    const xmc_copy_desc &c = *desc;
+    if (!s) return be::bad_stream(inst, "copy", handle);
     std::lock_guard<std::mutex> lock(s->append_mu);
     // GRAPH-CAPTURE: into the graph's list while the stream captures; a graph's
     // copies read and write these addresses each launch (VMM-GRAPH).

@@ -7,6 +7,7 @@
 // XMC_ERR_UNSUPPORTED (REG-UNAVAILABLE). Contexts are created on first use
 // and destroyed when no instance and no registration needs them.
 #include "ze.hpp"
+#include "driver_contexts.hpp"
 
 #include "ze_external_memmap.h"
 
@@ -180,18 +181,7 @@ ze_result_t Driver::context_for(const uint8_t uuid[16], ze_context_handle_t *out
 }
 
 ze_result_t Driver::release_if_idle() {
-    std::lock_guard<std::mutex> lock(mu);
-    if (instances > 0 || registrations > 0) return ZE_RESULT_SUCCESS;
-    ze_result_t first = ZE_RESULT_SUCCESS;
-    for (Device &dev : devices) {
-        if (!dev.ctx) continue;
-        // A context the driver refuses to destroy stays cached; the next idle
-        // moment tries again. The other devices' contexts are still destroyed.
-        const ze_result_t r = zeContextDestroy(dev.ctx);
-        if (r == ZE_RESULT_SUCCESS) dev.ctx = nullptr;
-        else if (first == ZE_RESULT_SUCCESS) first = r;
-    }
-    return first;
+    return be::release_if_idle(*this, ZE_RESULT_SUCCESS, [&](Device &dev) { return zeContextDestroy(dev.ctx); });
 }
 
 const char *result_name(ze_result_t r) {

@@ -14,6 +14,7 @@
 // before the list, queue and events go. The list's copies read and write the
 // addresses they were recorded with, so a graph over a slot sees the slot's
 // backing when it runs (VMM-GRAPH).
+#include "handles.hpp"
 #include "ze.hpp"
 
 namespace xmc::ze {
@@ -24,19 +25,11 @@ enum { kStart = 0, kEnd = 1, kPassed = 2 };
 
 Instance *as_ze(xmc_instance *inst) { return static_cast<Instance *>(inst); }
 
-xmc_status bad_stream(xmc_instance *inst, const char *call, const void *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call, h);
-}
-
-xmc_status bad_graph(xmc_instance *inst, const char *call, const void *h) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live graph of this instance", call, h);
-}
+using be::bad_graph;
+using be::bad_stream;
 
 std::shared_ptr<Graph> find_graph(xmc_instance *inst, xmc_graph *h) {
-    Instance *in = as_ze(inst);
-    std::lock_guard<std::mutex> lock(in->mu);
-    auto it = in->graphs.find(h);
-    return it == in->graphs.end() ? nullptr : it->second;
+    return be::find_handle(as_ze(inst)->mu, as_ze(inst)->graphs, h);
 }
 
 // Frees what g holds (after its last launch has passed); the first failure.
@@ -74,10 +67,13 @@ xmc_status refuse_capturing(xmc_instance *inst, const char *call) {
                     "%s: the stream is capturing a graph (graph_begin), which this call may not join", call);
 }
 
-xmc_status graph_begin(xmc_instance *inst, xmc_stream *sh) {
+namespace {
+
+xmc_status ready(xmc_instance *inst, const char *call) { return require(inst, call, Driver::get().missing_graph); }
+
+xmc_status begin(xmc_instance *inst, xmc_stream *sh) {
     const char *call = "graph_begin";
     Driver &d = Driver::get();
-    if (xmc_status st = require(inst, call, d.missing_graph); st != XMC_OK) return st;
     std::shared_ptr<Stream> s = find_stream(inst, sh);
     if (!s) return bad_stream(inst, call, sh);
     // A remap whose copies are still to come on s is waited for (slot_book.hpp).
@@ -107,11 +103,9 @@ xmc_status graph_begin(xmc_instance *inst, xmc_stream *sh) {
     });
 }
 
-xmc_status graph_end(xmc_instance *inst, xmc_stream *sh, xmc_graph **out) {
+xmc_status end(xmc_instance *inst, xmc_stream *sh, xmc_graph **out) {
     const char *call = "graph_end";
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "graph_end: result pointer is NULL");
     Driver &d = Driver::get();
-    if (xmc_status st = require(inst, call, d.missing_graph); st != XMC_OK) return st;
     std::shared_ptr<Stream> s = find_stream(inst, sh);
     if (!s) return bad_stream(inst, call, sh);
     std::shared_ptr<Graph> g;
@@ -137,14 +131,14 @@ xmc_status graph_end(xmc_instance *inst, xmc_stream *sh, xmc_graph **out) {
         free_graph(*g);
         return driver_fail(inst, r, call, what);
     }
-    auto *h = reinterpret_cast<xmc_graph *>(new char);  // a heap cookie, never dereferenced
+    auto *h = be::new_cookie<xmc_graph>();
     std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
     as_ze(inst)->graphs[h] = std::move(g);
     *out = h;
     return XMC_OK;
 }
 
-xmc_status graph_launch(xmc_instance *inst, xmc_graph *gh, xmc_stream *sh) {
+xmc_status launch(xmc_instance *inst, xmc_graph *gh, xmc_stream *sh) {
     const char *call = "graph_launch";
     std::shared_ptr<Graph> g = find_graph(inst, gh);
     if (!g) return bad_graph(inst, call, gh);
@@ -204,17 +198,10 @@ xmc_status graph_launch(xmc_instance *inst, xmc_graph *gh, xmc_stream *sh) {
     return XMC_OK;
 }
 
-xmc_status graph_destroy(xmc_instance *inst, xmc_graph *gh) {
-    Instance *in = as_ze(inst);
-    std::shared_ptr<Graph> g;
-    {
-        std::lock_guard<std::mutex> lock(in->mu);
-        auto it = in->graphs.find(gh);
-        if (it == in->graphs.end()) return bad_graph(inst, "graph_destroy", gh);
-        g = std::move(it->second);
-        in->graphs.erase(it);  // refused from now on
-        delete reinterpret_cast<char *>(gh);
-    }
+xmc_status destroy(xmc_instance *inst, xmc_graph *gh) {
+    std::shared_ptr<Graph> g = be::take_handle(as_ze(inst)->mu, as_ze(inst)->graphs, gh);
+    if (!g) return bad_graph(inst, "graph_destroy", gh);
+    be::free_cookie(gh);
     std::lock_guard<std::mutex> launch(g->launch_mu);
     const ze_result_t waited = wait_launch(*g);
     const ze_result_t freed = free_graph(*g);
@@ -224,13 +211,17 @@ xmc_status graph_destroy(xmc_instance *inst, xmc_graph *gh) {
     return XMC_OK;
 }
 
+} // namespace
+
+XMC_GRAPH_OPS(ready, begin, end, launch, destroy)
+
 void graph_close(Instance *in) {
     std::vector<std::shared_ptr<Graph>> all;
     {
         std::lock_guard<std::mutex> lock(in->mu);
         for (auto &[h, g] : in->graphs) {
             all.push_back(g);
-            delete reinterpret_cast<char *>(h);
+            be::free_cookie(h);
         }
         in->graphs.clear();
         for (auto &[h, s] : in->streams) {

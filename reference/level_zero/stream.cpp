@@ -52,23 +52,14 @@ static std::shared_ptr<Event> find_event(xmc_instance *inst, xmc_event *handle) 
     return it == in->events.end() || !it->second->event ? nullptr : it->second;
 }
 
-static xmc_status bad_stream(xmc_instance *inst, const char *call, const void *handle) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
-                    handle);
-}
-static xmc_status bad_event(xmc_instance *inst, const char *call, const void *handle) {
-    return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live event of this instance", call,
-                    handle);
-}
+using be::bad_event;
+using be::bad_stream;
 
 bool capturing(Stream &s) {
     std::lock_guard<std::mutex> lock(s.append_mu);
     return s.capture != nullptr;
 }
 
-// Handles are heap cookies of one byte: unique while live, never dereferenced.
-static xmc_stream *new_stream_handle() { return reinterpret_cast<xmc_stream *>(new char); }
-static xmc_event *new_event_handle() { return reinterpret_cast<xmc_event *>(new char); }
 
 // A host-visible pool of `n` events in ctx, and its events.
 ze_result_t make_events(ze_context_handle_t ctx, uint32_t n, ze_event_pool_handle_t *pool,
@@ -267,13 +258,13 @@ ze_result_t Instance::release_all(const char **what) {
     while (!streams.empty()) {
         auto it = streams.begin();
         if (ze_result_t r = destroy_stream(*this, *it->second, what); r != ZE_RESULT_SUCCESS) return r;
-        delete reinterpret_cast<char *>(it->first);
+        be::free_cookie(it->first);
         streams.erase(it);
     }
     while (!events.empty()) {
         auto it = events.begin();
         if (ze_result_t r = destroy_event(*this, *it->second, what); r != ZE_RESULT_SUCCESS) return r;
-        delete reinterpret_cast<char *>(it->first);
+        be::free_cookie(it->first);
         events.erase(it);
     }
     while (!dev_allocs.empty()) {
@@ -286,9 +277,7 @@ ze_result_t Instance::release_all(const char **what) {
     return ZE_RESULT_SUCCESS;
 }
 
-xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "stream_create", "stream_create: result pointer is NULL");
-    if (xmc_status st = ready(inst, device, "stream_create"); st != XMC_OK) return st;
+static xmc_status create_stream(xmc_instance *inst, int32_t device, xmc_stream **out) {
     auto s = std::make_shared<Stream>();
     s->device = device;
     if (xmc_status st = device_context(inst, "stream_create", device, &s->ctx); st != XMC_OK) return st;
@@ -307,7 +296,7 @@ xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
         return driver_fail(inst, r, "stream_create", "zeEventPoolCreate/zeEventCreate");
     }
     s->worker = std::thread(run_callbacks, s.get());
-    xmc_stream *h = new_stream_handle();
+    xmc_stream *h = be::new_cookie<xmc_stream>();
     std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
     as_ze(inst)->streams[h] = s;
     *out = h;
@@ -331,7 +320,7 @@ xmc_status stream_destroy(xmc_instance *inst, xmc_stream *handle) {
         return driver_fail(inst, r, "stream_destroy", what);  // kept: the caller may retry
     std::lock_guard<std::mutex> lock(in->mu);
     in->streams.erase(handle);
-    delete reinterpret_cast<char *>(handle);
+    be::free_cookie(handle);
     return XMC_OK;
 }
 
@@ -346,16 +335,14 @@ xmc_status stream_synchronize(xmc_instance *inst, xmc_stream *handle) {
     return XMC_OK;
 }
 
-xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "event_create", "event_create: result pointer is NULL");
-    if (xmc_status st = ready(inst, device, "event_create"); st != XMC_OK) return st;
+static xmc_status create_event(xmc_instance *inst, int32_t device, xmc_event **out) {
     auto e = std::make_shared<Event>();
     e->device = device;
     ze_context_handle_t ctx = nullptr;
     if (xmc_status st = device_context(inst, "event_create", device, &ctx); st != XMC_OK) return st;
     if (ze_result_t r = make_events(ctx, 1, &e->pool, &e->event); r != ZE_RESULT_SUCCESS)
         return driver_fail(inst, r, "event_create", "zeEventPoolCreate/zeEventCreate");
-    xmc_event *h = new_event_handle();
+    xmc_event *h = be::new_cookie<xmc_event>();
     std::lock_guard<std::mutex> lock(as_ze(inst)->mu);
     as_ze(inst)->events[h] = e;
     *out = h;
@@ -378,7 +365,7 @@ xmc_status event_destroy(xmc_instance *inst, xmc_event *handle) {
         return driver_fail(inst, r, "event_destroy", what);  // kept: the caller may retry
     std::lock_guard<std::mutex> lock(in->mu);
     in->events.erase(handle);
-    delete reinterpret_cast<char *>(handle);
+    be::free_cookie(handle);
     return XMC_OK;
 }
 
@@ -467,8 +454,7 @@ xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *sh, xmc_event *eh) 
     return r == ZE_RESULT_SUCCESS ? XMC_OK : driver_fail(inst, r, "stream_wait_event", "zeCommandListAppendWaitOnEvents");
 }
 
-xmc_status host_callback(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, void *user) {
-    if (!fn) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "host_callback", "host_callback: function is NULL");
+static xmc_status callback_step(xmc_instance *inst, xmc_stream *sh, xmc_host_fn fn, void *user) {
     std::shared_ptr<Stream> s = find_stream(inst, sh);
     if (!s) return bad_stream(inst, "host_callback", sh);
     return enqueue_callback(inst, *s, fn, user, "host_callback");
@@ -519,10 +505,7 @@ xmc_status enqueue_callback(xmc_instance *inst, Stream &stream, xmc_host_fn fn, 
     return waited == ZE_RESULT_SUCCESS ? XMC_OK : driver_fail(inst, waited, call, "zeCommandListAppendWaitOnEvents");
 }
 
-xmc_status dev_alloc(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: result pointer is NULL");
-    if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: size is 0");
-    if (xmc_status st = ready(inst, device, "dev_alloc"); st != XMC_OK) return st;
+static xmc_status alloc_device(xmc_instance *inst, int32_t device, size_t bytes, void **out) {
     DevAlloc a;
     a.device = device;
     if (xmc_status st = device_context(inst, "dev_alloc", device, &a.ctx); st != XMC_OK) return st;
@@ -554,5 +537,12 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
     in->dev_allocs.erase(it);
     return XMC_OK;
 }
+
+static xmc_status ready_copy(xmc_instance *inst) { return require(inst, "copy", Driver::get().missing_copy); }
+static int32_t devices() { return static_cast<int32_t>(Driver::get().devices.size()); }
+static bool live_stream(xmc_instance *inst, xmc_stream *h) { return find_stream(inst, h) != nullptr; }
+
+XMC_STREAM_OPS(ready, ready_copy, devices, live_stream, vmm_copy_check,
+               enqueue_copy, create_stream, create_event, alloc_device, callback_step)
 
 } // namespace xmc::ze

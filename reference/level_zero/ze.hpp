@@ -22,6 +22,7 @@
 #include "pin_registry.hpp"
 #include "lifecycle.hpp"
 #include "registration.hpp"
+#include "streams.hpp"
 
 #include <level_zero/ze_api.h>
 #include <level_zero/zes_api.h>
@@ -255,6 +256,10 @@ ze_result_t destroy_events(ze_event_pool_handle_t *pool, ze_event_handle_t *even
 inline ze_command_list_handle_t append_target(const Stream &s) { return s.capture ? s.capture->list : s.list; }
 // The stream captures now.
 bool capturing(Stream &s);
+// The steps of streams, copies and graphs (reference/common/streams.hpp); copy.cpp's step.
+be::StreamOps &stream_ops();
+be::GraphOps &graph_ops();
+xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &c, xmc_stream *handle);
 
 // graph.cpp
 // GRAPH-CAPTURE, VMM-GRAPH-ORDER: `call` on a capturing stream may not join the capture: refused,

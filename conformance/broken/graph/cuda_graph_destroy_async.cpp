@@ -7,8 +7,10 @@
 // thread and returns at once, trusting cuGraphExecDestroy to wait for a launch
 // in flight -- which the real driver does not (recorded on an H200, driver 580:
 // graph_exec_destroy_while_running_waits is "no"). The caller is told the
-// graph is gone while a launch of it still runs.
+// graph is gone while a launch of it still runs. The bug is the destroy step of the CUDA
+// GraphOps (close only joins the reapers, so that nothing touches a closed instance).
 #include "cuda_broken.hpp"
+#include "stream_steps.hpp"
 
 #include <map>
 #include <mutex>
@@ -21,16 +23,17 @@ namespace {
 std::mutex mu;
 std::map<xmc_instance *, std::vector<std::thread>> reapers;
 
-xmc_status graph_destroy(xmc_instance *inst, xmc_graph *g) {
+xmc_status destroy(xmc_instance *inst, xmc_graph *g) {
     bool known = false;
     {
         auto *in = static_cast<xmc::cuda::Instance *>(inst);
         std::lock_guard<std::mutex> lock(in->mu);
         known = in->graphs.count(g) != 0;
     }
-    if (!known) return reference()->graph_destroy(inst, g);  // not a graph: its refusal
+    auto real = broken_steps::real<be::GraphOps>().destroy;
+    if (!known) return real(inst, g);  // not a graph: its refusal
     std::lock_guard<std::mutex> lock(mu);
-    reapers[inst].emplace_back([inst, g] { reference()->graph_destroy(inst, g); });  // the bug: not waited for
+    reapers[inst].emplace_back([inst, g, real] { real(inst, g); });  // the bug: not waited for
     return XMC_OK;
 }
 
@@ -48,7 +51,7 @@ xmc_status close(xmc_instance *inst) {
 } // namespace
 
 void plant(xmc_backend &t) {
-    t.graph_destroy = graph_destroy;
+    broken_steps::steps(xmc::cuda::graph_ops()).destroy = destroy;
     t.close = close;
 }
 } // namespace xmc::broken_cuda
