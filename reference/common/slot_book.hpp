@@ -509,14 +509,3 @@ void drop_unadopted(R &r, F &&unmap) {
                                 xmc_request **out) {                                                     \
         return submit(inst, "slot_remap_batch", true, slots, n, s, host_srcs, src_bytes, flags, out);    \
     }
-
-// A platform's request_adopt and request_query: the book's adopt_request and query_request over
-// the instance's book (`vmm_of(inst)`).
-#define XMC_SLOT_REQUEST_ENTRIES(vmm_of)                                                                 \
-    xmc_status request_adopt(xmc_instance *inst, xmc_request *h) {                                       \
-        return ::xmc::be::adopt_request(inst, vmm_of(inst), h);                                          \
-    }                                                                                                    \
-    xmc_status request_query(xmc_instance *inst, xmc_request *h, xmc_request_info *out) {                \
-        return ::xmc::be::query_request(inst, vmm_of(inst), h, out);                                     \
-    }
-
