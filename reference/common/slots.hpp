@@ -152,7 +152,8 @@ void run_remap(xmc_instance *inst, V &v, const std::shared_ptr<typename V::Reque
             break;
         }
         if (int64_t native = v.ops.map(v, *s, true)) {
-            r->record(v.ops.status_of(native), native, driver_text(v, v.ops.map_call, *s, native) + batch_index(mapped));
+            r->record(v.ops.status_of(native), native,
+                      driver_text(v, v.ops.map_call, *s, native) + batch_index(mapped));
             break;
         }
         ++mapped;
@@ -340,13 +341,27 @@ xmc_status before_capture(xmc_instance *inst, V &v, xmc_stream *s, const F &begi
                            xmc_slot_info *info) {                                                         \
         return ::xmc::be::create_slot(inst, *vmm_ptr(inst), device, bytes, out, info);                    \
     }                                                                                                     \
-    static xmc_status submit_slots(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *h,  \
-                                   size_t n, xmc_stream *s, const void *const *srcs, const size_t *bytes, \
-                                   uint32_t flags, xmc_request **out) {                                   \
+    /* slot_release, slot_remap and their batches: one submit each (a release has no sources) */        \
+    xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out) {       \
         return ::xmc::be::submit(inst, vmm_ptr(inst),                                                     \
-                                 ::xmc::be::Batch{call, remap, h, n, s, srcs, bytes, flags, out});        \
+                                 {"slot_release", false, &slot, 1, s, nullptr, nullptr, 0, out});         \
     }                                                                                                     \
-    XMC_SLOT_SUBMIT_ENTRIES(submit_slots)                                                                 \
+    xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *src, size_t bytes, \
+                          uint32_t flags, xmc_request **out) {                                            \
+        return ::xmc::be::submit(inst, vmm_ptr(inst),                                                     \
+                                 {"slot_remap", true, &slot, 1, s, &src, &bytes, flags, out});            \
+    }                                                                                                     \
+    xmc_status slot_release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,    \
+                                  xmc_request **out) {                                                    \
+        return ::xmc::be::submit(inst, vmm_ptr(inst),                                                     \
+                                 {"slot_release_batch", false, slots, n, s, nullptr, nullptr, 0, out});   \
+    }                                                                                                     \
+    xmc_status slot_remap_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,      \
+                                const void *const *srcs, const size_t *bytes, uint32_t flags,             \
+                                xmc_request **out) {                                                      \
+        return ::xmc::be::submit(inst, vmm_ptr(inst),                                                     \
+                                 {"slot_remap_batch", true, slots, n, s, srcs, bytes, flags, out});       \
+    }                                                                                                     \
     xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t index, xmc_stream *s) {   \
         return ::xmc::be::launch_copy(inst, *vmm_ptr(inst), h, index, s);                                 \
     }                                                                                                     \
