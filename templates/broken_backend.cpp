@@ -34,9 +34,10 @@ static int64_t release(const char *call, void *ctx, void *base, void *chunk, siz
 void plant(xmc_backend &) { broken_reg::steps(xmc::host::registrations()).release = release; }
 // TEMPLATE: the other tables' steps, replaced the same way:
 //   be::PinRegistry::process().lock_steps = {lock, unlock};   (pin/racy_pin_free_unlocked.cpp)
-//   xmc::host::vmm_steps().map_backing = map_anywhere;   #include "vmm_steps.hpp" (vmm/vmm_remap_moves.cpp)
-// TEMPLATE: a primitive with no ops table yet (copy, graph, transfer, the CUDA and Level Zero slots,
-// pinning's driver part) still wraps an ABI entry: plant(xmc_backend &t) { t.ENTRY = buggy_entry; },
+//   broken_vmm::host_steps().map = map_anywhere;   #include "vmm_steps.hpp" (vmm/vmm_remap_moves.cpp)
+// TEMPLATE: a primitive with no ops table yet (copy, graph, transfer, pinning's driver part), or
+// the CUDA and Level Zero slots (their VmmOps types are private to their vmm.cpp), still wraps an
+// ABI entry: plant(xmc_backend &t) { t.ENTRY = buggy_entry; },
 // calling host()->ENTRY (broken.hpp) or reference()->ENTRY (cuda_broken.hpp, ze_broken.hpp).
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_BUG")  // TEMPLATE: base cuda: XMC_BROKEN_CUDA_BACKEND; level_zero: XMC_BROKEN_ZE_BACKEND

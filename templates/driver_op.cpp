@@ -8,9 +8,10 @@
 //   be::InstanceOps         reference/common/lifecycle.hpp     open and the close order; filled
 //                           in reference/{host,cuda,level_zero}/backend.cpp, kInstanceOps
 //   PinRegistry::LockSteps  reference/common/pin_registry.hpp  the pin registry's lock only
-//   host::VmmSteps          reference/host/vmm_steps.hpp       the host's slots only
-// Pinning's driver part, the CUDA and Level Zero slots, streams, copies, graphs and the transfer
-// executors have no table yet: their driver calls sit in each platform's file of the primitive.
+//   be::VmmOps<Vmm>         reference/common/slots.hpp         slots (VMM-*); filled in
+//                           reference/{host,cuda,level_zero}/vmm.cpp, vmm_ops(), by member name
+// Pinning's driver part, streams, copies, graphs and the transfer executors have no table yet:
+// their driver calls sit in each platform's file of the primitive.
 
 // ---- 1. reference/common/registration.hpp: the step, a member of struct RegOps ------------
 // TEMPLATE: RegOps is filled BY POSITION in each platform's registrations() (part 4): put the

@@ -488,35 +488,3 @@ void drop_unadopted(R &r, F &&unmap) {
 }
 
 } // namespace xmc::be
-
-// A platform's slot_release, slot_remap and their batches, each one submit(inst, call, remap,
-// slots, n, stream, sources, source sizes, flags, out) of the platform's (a release is a remap
-// without sources): the four entry points differ only in what they hand it.
-#define XMC_SLOT_SUBMIT_ENTRIES(submit)                                                                  \
-    xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out) {      \
-        return submit(inst, "slot_release", false, &slot, 1, s, nullptr, nullptr, 0, out);               \
-    }                                                                                                    \
-    xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *host_src,       \
-                          size_t src_bytes, uint32_t flags, xmc_request **out) {                         \
-        return submit(inst, "slot_remap", true, &slot, 1, s, &host_src, &src_bytes, flags, out);         \
-    }                                                                                                    \
-    xmc_status slot_release_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,   \
-                                  xmc_request **out) {                                                   \
-        return submit(inst, "slot_release_batch", false, slots, n, s, nullptr, nullptr, 0, out);         \
-    }                                                                                                    \
-    xmc_status slot_remap_batch(xmc_instance *inst, xmc_slot *const *slots, size_t n, xmc_stream *s,     \
-                                const void *const *host_srcs, const size_t *src_bytes, uint32_t flags,   \
-                                xmc_request **out) {                                                     \
-        return submit(inst, "slot_remap_batch", true, slots, n, s, host_srcs, src_bytes, flags, out);    \
-    }
-
-// A platform's request_adopt and request_query: the book's adopt_request and query_request over
-// the instance's book (`vmm_of(inst)`).
-#define XMC_SLOT_REQUEST_ENTRIES(vmm_of)                                                                 \
-    xmc_status request_adopt(xmc_instance *inst, xmc_request *h) {                                       \
-        return ::xmc::be::adopt_request(inst, vmm_of(inst), h);                                          \
-    }                                                                                                    \
-    xmc_status request_query(xmc_instance *inst, xmc_request *h, xmc_request_info *out) {                \
-        return ::xmc::be::query_request(inst, vmm_of(inst), h, out);                                     \
-    }
-

@@ -34,8 +34,11 @@
 // With XMC_CUDA_SLOT_PHASES=FILE each instance writes, at close, one line per
 // request: when its stream point was seen, a worker took it, its driver calls
 // were done, its copies enqueued and seen done (hardware/gpu_bench.cpp reads it).
+//
+// The slot entry points are reference/common/slots.hpp's; this file is CUDA's steps (be::VmmOps),
+// the watcher, the wait words, request_stream_wait and device_free_memory.
 #include "cuda.hpp"
-#include "slot_book.hpp"
+#include "slots.hpp"
 
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -100,6 +103,9 @@ constexpr int kWords = static_cast<int>(kWordBytes / sizeof(uint32_t));
 // Slots, requests and threads: the shared book (slot_book.hpp), the
 // watcher's events and the wait words.
 struct Vmm : be::SlotBook<Slot, Request> {
+    using SlotType = Slot;
+    using RequestType = Request;
+    be::VmmOps<Vmm> ops;
     std::vector<Watched> watched;
     bool watch_fresh = false;  // something was added to `watched`: poll it now
     // Wait words (VMM-EVENT-WAIT): host memory registered with the driver,
@@ -114,8 +120,11 @@ struct Vmm : be::SlotBook<Slot, Request> {
     std::vector<std::string> phases;
 };
 
+be::VmmOps<Vmm> &vmm_ops();
+
 std::shared_ptr<Vmm> vmm_create() {
     auto v = std::make_shared<Vmm>();
+    v->ops = vmm_ops();
     if (const char *f = std::getenv("XMC_CUDA_SLOT_PHASES")) v->phases_file = f;
     return v;
 }
@@ -195,7 +204,7 @@ CUresult map_at(Slot &s, CUmemGenericAllocationHandle h) {
 }
 
 // Fresh memory at the slot's address, readable and writable by its device.
-CUresult map_backing(Slot &s) {
+int64_t map_backing(Vmm &, Slot &s, bool) {
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     if (scope.result() != CUDA_SUCCESS) return scope.result();
@@ -216,7 +225,7 @@ CUresult map_backing(Slot &s) {
 // handle there leaked the allocation and left the slot unmapped under a failed request, which
 // the fault sweep caught). Only if that fails too is the slot left unmapped, the allocation kept
 // for close.
-CUresult unmap_backing(Slot &s) {
+int64_t unmap_backing(Vmm &, Slot &s, bool) {
     Driver &d = Driver::get();
     CtxScope scope(d, s.ctx);
     if (scope.result() != CUDA_SUCCESS) return scope.result();
@@ -253,63 +262,6 @@ void record(Request &r, CUresult res, const std::string &what, size_t index) {
 
 // ---- workers ------------------------------------------------------------------
 
-xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
-                      const char *call);
-
-void run_release(Request &r) {
-    const bool point_failed = r.status != XMC_OK;
-    for (size_t i = 0; i < r.slots.size(); ++i) {
-        const auto &s = r.slots[i];
-        if (point_failed) {
-            // VMM-ASYNC-ERROR: its stream point failed: nothing is unmapped, the slot stays mapped
-            // (it unmapped under a failed request before: the fault sweep caught it).
-            s->release_status = r.status;
-            s->release_native = r.native;
-            be::release_ran(*s, r, true);
-            continue;
-        }
-        if (CUresult res = unmap_backing(*s); res != CUDA_SUCCESS) {
-            // VMM-ASYNC-ERROR: the driver's code is the request's; slot stays mapped.
-            record(r, res, "cuMemUnmap/cuMemRelease of a slot", i);
-            s->release_status = r.status;
-            s->release_native = res;
-        }
-        be::release_ran(*s, r, s->handle != 0);
-    }
-    r.t_driver = Clock::now();
-}
-
-void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
-    size_t mapped = 0;
-    const bool point_failed = r->status != XMC_OK;  // then nothing is mapped
-    for (const auto &s : r->slots) {
-        if (point_failed) break;
-        // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
-        if (s->handle) {  // its release failed: the slot was never unmapped
-            r->record(s->release_status, s->release_native,
-                      "the release this remap waited for failed; the slot still holds its old mapping" +
-                          be::batch_index(mapped));
-            break;
-        }
-        if (CUresult res = map_backing(*s); res != CUDA_SUCCESS) {
-            record(*r, res, "cuMemCreate/cuMemMap/cuMemSetAccess of a slot", mapped);
-            break;
-        }
-        ++mapped;
-    }
-    r->t_driver = Clock::now();
-    if (r->status != XMC_OK) {
-        // VMM-ASYNC-ERROR: slots back to what the model says (slot_book.hpp).
-        // Roll back every mapping this request made: none was adopted.
-        for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
-        be::remap_failed(*r, [](const Slot &s) { return s.handle != 0; });
-    } else if (!r->defer) {
-        for (size_t i = 0; i < r->slots.size(); ++i) start_copy(inst, v, r, i, r->stream, "slot_remap");
-        r->t_enqueued = Clock::now();
-    }
-    for (const auto &s : r->slots) --s->jobs;
-}
-
 // Stores each of r's wait words whose copy has finished or will never run
 // (the remap is done and the copy was not issued), releasing the consumers
 // waiting on it GPU-side, and returns the word to the free list.
@@ -323,18 +275,18 @@ void settle_words(Vmm &v, Request &r) {
     }
 }
 
-void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
-    r->t_picked = Clock::now();
-    if (r->remap) run_remap(inst, v, r);
-    else run_release(*r);
-    r->done = true;
-    settle_words(v, *r);
-    if (r->finished()) note_phases(v, *r);  // a release, or a remap with no copy in flight
-    v.cv.notify_all();
+// A worker ran r: consumers of copies that will never run go on; its phases, once finished.
+void ran(Vmm &v, Request &r) {
+    if (r.t_driver == Clock::time_point{}) r.t_driver = Clock::now();  // no copy issued after its driver calls
+    settle_words(v, r);
+    if (r.finished()) note_phases(v, r);  // a release, or a remap with no copy in flight
 }
 
 void worker_loop(xmc_instance *inst, Vmm *v) {
-    be::work(*v, [&](const std::shared_ptr<Request> &r) { run(inst, *v, r); });
+    be::work(*v, [&](const std::shared_ptr<Request> &r) {
+        r->t_picked = Clock::now();
+        be::run_request(inst, *v, r);
+    });
 }
 
 void finish_copy(Vmm &v, const Watched &w, CUresult res) {
@@ -353,7 +305,7 @@ void finish_copy(Vmm &v, const Watched &w, CUresult res) {
 // A request's stream point was reached: the work before it is done, so the
 // request goes to the workers. (If the stream failed instead, the request
 // carries the failure; a remap then maps nothing.)
-void point_reached(Vmm &v, const Watched &w, CUresult res) {
+void point_seen(Vmm &v, const Watched &w, CUresult res) {
     if (res != CUDA_SUCCESS) record(*w.r, res, "the stream point (cuEventQuery) of the request");
     w.r->fired = true;
     w.r->t_point = Clock::now();
@@ -396,7 +348,7 @@ bool poll(Vmm &v, Pick &&pick) {
         }
         const Watched w = v.watched[k];
         v.watched.erase(v.watched.begin() + static_cast<long>(k));
-        if (w.point) point_reached(v, w, res);
+        if (w.point) point_seen(v, w, res);
         else finish_copy(v, w, res);
         progressed = true;
     }
@@ -430,14 +382,6 @@ void watch_loop(Vmm *v) {
     }
 }
 
-void start_threads(xmc_instance *inst, Vmm &v) {
-    if (!v.threads.empty()) return;
-    v.stop = false;  // a close that failed after stopping them keeps the instance open
-    // VMM-SERIAL: vmm_workers workers (1: serial) and the watcher.
-    for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
-    v.threads.emplace_back(watch_loop, &v);
-}
-
 // Issues the reload copy of slot i of r on `stream`, then records its event.
 // Caller holds v.mu and is no callback thread.
 xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
@@ -447,6 +391,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     // A deferred launch that fails is its caller's to report, and leaves the copy to launch again
     // (VMM-ERROR-CLEAR); the worker's own launches fail their request (VMM-ASYNC-ERROR).
     const bool launch = std::strcmp(call, "request_launch_copy") == 0;
+    if (!launch && r->t_driver == Clock::time_point{}) r->t_driver = Clock::now();  // its maps are done
     if (!find_stream(inst, stream, &st)) {
         if (!launch) record(*r, CUDA_ERROR_INVALID_HANDLE, "finding the reload copy's stream", i);
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
@@ -485,24 +430,16 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     v.watched.push_back({ev, s.ctx, r, false, i});
     v.watch_fresh = true;
     v.cv.notify_all();
+    if (!launch) r->t_enqueued = Clock::now();  // XMC_CUDA_SLOT_PHASES: the last one's counts
     return XMC_OK;
 }
 
 // ---- requests -------------------------------------------------------------------
 
-// VMM-STATE, VMM-BATCH, VMM-REMAP-COPY: the shared refusals (make_request).
-// Every refusal before any change, in the model's order (arguments, handles,
-// duplicates, sources, states), then the stream point.
-xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *handles, size_t n,
-                  xmc_stream *stream, const void *const *srcs, const size_t *src_bytes, uint32_t flags,
-                  xmc_request **out) {
-    if (xmc_status st = require(inst, call, Driver::get().missing_vmm); st != XMC_OK) return st;
-    const be::Batch b{call, remap, handles, n, stream, srcs, src_bytes, flags, out};
-    if (xmc_status st = be::check_batch(inst, b); st != XMC_OK) return st;
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r;
-    if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
+// VMM-RELEASE-ORDER: the request's stream point, after the shared refusals (slots.hpp's submit).
+xmc_status enqueue_point(xmc_instance *inst, const char *call, xmc_stream *stream, const std::shared_ptr<Vmm> &vp,
+                         const std::shared_ptr<Request> &r) {
+    Vmm &v = *vp;
     Stream st;
     if (!find_stream(inst, stream, &st))
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, call, "%s: %p is not a live stream of this instance", call,
@@ -510,7 +447,8 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
     // VMM-GRAPH-ORDER: the stream point (and the cuStreamQuery below, which
     // would end the capture) cannot join a capture: refused, nothing changed.
     if (st.capture) return refuse_capturing(inst, call);
-    if (remap) {
+    if (r->remap) {
+        const size_t n = r->slots.size();
         r->events.assign(n, nullptr);
         r->words.assign(n, -1);
         r->targets.assign(n, 0);
@@ -545,15 +483,19 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         v.watch_fresh = true;
     }
     v.cv.notify_all();
-    be::commit(v, r, out);
-    // Past its stream point and ready: with workers to spare, run it here
-    // rather than wake one (this is the caller's thread, never a callback;
-    // VMM-SPEED). Serial mode keeps every driver call on its one worker.
-    if (idle && v.workers > 1 && be::ready(*r)) {
-        v.jobs.pop_back();
-        run(inst, v, r);
-    }
     return XMC_OK;
+}
+
+// Past its stream point (its stream was idle: enqueue_point queued it) and ready: with workers
+// to spare, run it here rather than wake one (this is the caller's thread, never a callback;
+// VMM-SPEED). Serial mode keeps every driver call on its one worker. v.mu is held since
+// enqueue_point, so r is still the last job.
+void committed(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
+    if (r->fired && v.workers > 1 && be::ready(*r)) {
+        v.jobs.pop_back();
+        r->t_picked = Clock::now();
+        be::run_request(inst, v, r);
+    }
 }
 
 // The wait words' block: host memory registered (portable, device-mapped)
@@ -600,22 +542,20 @@ void prune_passes(Vmm &v) {
     }
 }
 
-} // namespace
 
-// ---- entry points -------------------------------------------------------------------
+// ---- steps -----------------------------------------------------------------------
 
-xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info) {
+// VMM-CREATE: slot_create's driver part, after the shared NULL check.
+xmc_status create(xmc_instance *inst, int32_t device, size_t bytes, Slot &slot) {
     const char *call = "slot_create";
     Driver &d = Driver::get();
-    if (xmc_status st = require(inst, call, d.missing_vmm); st != XMC_OK) return st;
-    if (!out || !info) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: NULL result");
     if (xmc_status st = check_device(inst, device, call); st != XMC_OK) return st;
     // 0, or a size that would overflow when rounded up to any granularity a
     // driver uses (up to 1 GiB), is no size.
     constexpr size_t kMaxGranularity = size_t{1} << 30;
     if (bytes == 0 || bytes > SIZE_MAX - kMaxGranularity + 1)
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size %zu", bytes);
-    auto s = std::make_shared<Slot>();
+    Slot *s = &slot;
     s->device = device;
     if (CUresult r = d.context_for(d.devices[static_cast<size_t>(device)].uuid, &s->ctx, nullptr); r != CUDA_SUCCESS)
         return driver_fail(inst, r, call, "cuDevicePrimaryCtxRetain");
@@ -640,69 +580,124 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
                             "slot_create: cuMemAddressReserve of %zu bytes: out of address space", s->size);
         return driver_fail(inst, r, call, "cuMemAddressReserve");
     }
-    if (CUresult r = map_backing(*s); r != CUDA_SUCCESS) {
+    Vmm &v = vmm_of(inst);
+    if (CUresult r = static_cast<CUresult>(v.ops.map(v, *s, false)); r != CUDA_SUCCESS) {
         d.cuMemAddressFree(s->addr, s->size);
         if (r == CUDA_ERROR_OUT_OF_MEMORY)
             return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, r, call,
                             "slot_create: cuMemCreate of %zu bytes: out of device memory", s->size);
         return driver_fail(inst, r, call, "cuMemCreate/cuMemMap/cuMemSetAccess");
     }
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    start_threads(inst, v);
-    *out = be::add_slot(v, s);
-    *info = xmc_slot_info{reinterpret_cast<void *>(s->addr), s->size, device};
     return XMC_OK;
 }
 
-// slot_release, slot_remap and their batches: one submit each (slot_book.hpp).
-XMC_SLOT_SUBMIT_ENTRIES(submit)
-
-xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t index, xmc_stream *s) {
-    const char *call = "request_launch_copy";
-    Vmm &v = vmm_of(inst);
+// VMM-SPEED: for up to kSpin the caller polls the request's own copies (this is the caller's
+// thread: driver calls are allowed), as the raw driver's synchronize spins, instead of waiting for
+// the watcher to see them and wake it; then, or once there is nothing to poll, it waits.
+void before_wait(Vmm &v, xmc_request *h, uint32_t timeout_ms) {
+    constexpr auto kSpin = std::chrono::milliseconds(2);
     std::unique_lock<std::mutex> lock(v.mu);
     std::shared_ptr<Request> r = be::find_request(v, h);
-    if (!r) return be::bad_request(inst, call, h);
-    // VMM-DEFERRED: once per slot, after the remap, into its own mapping.
-    if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
-    // A claim shows as launched: a stream told to wait meanwhile gets a wait
-    // word for it (request_stream_wait).
-    if (xmc_status st = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Launched); st != XMC_OK) return st;
-    if (xmc_status st = be::check_target(inst, call, *r, index); st != XMC_OK) {
-        settle_words(v, *r);  // this copy will not run: release consumers waiting for it
-        return st;
+    const auto until = Clock::now() + std::min<Clock::duration>(kSpin, std::chrono::milliseconds(timeout_ms));
+    while (r && !r->finished() && Clock::now() < until) {
+        if (r->done) poll(v, [&](const Watched &w) { return w.r == r && !w.point; });
+        if (r->finished()) break;
+        lock.unlock();
+        std::this_thread::yield();
+        lock.lock();
     }
-    const xmc_status st = start_copy(inst, v, r, index, s, call);
-    if (st != XMC_OK) settle_words(v, *r);
-    else r->t_enqueued = Clock::now();
-    return st;
 }
 
-xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
-    Vmm &v = vmm_of(inst);
-    {
-        // VMM-SPEED: for up to kSpin the caller polls the request's own copies
-        // (this is the caller's thread: driver calls are allowed), as the raw
-        // driver's synchronize spins, instead of waiting for the watcher to see
-        // them and wake it; then, or once there is nothing to poll, it waits.
-        constexpr auto kSpin = std::chrono::milliseconds(2);
-        std::unique_lock<std::mutex> lock(v.mu);
-        std::shared_ptr<Request> r = be::find_request(v, h);
-        const auto until = Clock::now() + std::min<Clock::duration>(kSpin, std::chrono::milliseconds(timeout_ms));
-        while (r && !r->finished() && Clock::now() < until) {
-            if (r->done) poll(v, [&](const Watched &w) { return w.r == r && !w.point; });
-            if (r->finished()) break;
-            lock.unlock();
-            std::this_thread::yield();
-            lock.lock();
+// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE, after close_wait). A driver failure stops
+// it where it failed and is returned, the slot still open with what is left, so that closing
+// again finishes (ignoring them left the slot's memory or range with the driver, unreported:
+// the fault sweep's ledger caught it).
+int64_t close_free(Vmm &v, Slot &s, const char **what) {
+    Driver &d = Driver::get();
+    if (s.handle) {
+        if (CUresult r = static_cast<CUresult>(unmap_backing(v, s, false)); r != CUDA_SUCCESS) {
+            *what = "cuMemUnmap/cuMemRelease";
+            return r;
         }
+        // Released now, whatever it was: if the rest fails the slot stays open, unmapped.
+        s.state = be::SlotState::Released;
+        s.pending = nullptr;
+        s.mapped_by = nullptr;
     }
-    return be::wait_request(inst, v, h, timeout_ms);
+    CtxScope scope(d, s.ctx);
+    if (scope.result() != CUDA_SUCCESS) {
+        *what = "cuCtxPushCurrent";
+        return scope.result();
+    }
+    if (CUresult r = release_strays(s); r != CUDA_SUCCESS) {
+        *what = "cuMemRelease";
+        return r;
+    }
+    if (CUresult r = d.cuMemAddressFree(s.addr, s.size); r != CUDA_SUCCESS) {
+        *what = "cuMemAddressFree";
+        return r;
+    }
+    return CUDA_SUCCESS;
 }
 
-// request_adopt and request_query: the book's own (slot_book.hpp).
-XMC_SLOT_REQUEST_ENTRIES(vmm_of)
+// A request_launch_copy that will not copy releases the consumers waiting for its copy.
+void launched(Vmm &v, Request &r, xmc_status st) {
+    if (st != XMC_OK) settle_words(v, r);
+    else r.t_enqueued = Clock::now();
+}
+
+void destroyed(Vmm &v, const std::shared_ptr<Request> &r) { settle_words(v, *r); }
+
+xmc_status available(xmc_instance *inst, const char *call) {
+    return require(inst, call, Driver::get().missing_vmm);
+}
+bool mapped(const Slot &s) { return s.handle != 0; }
+xmc_status status_of_native(int64_t res) {
+    const xmc_status st = status_of(static_cast<CUresult>(res));
+    return st == XMC_OK ? XMC_ERR_DRIVER : st;
+}
+std::string native_name(int64_t res) { return Driver::get().result_name(static_cast<CUresult>(res)); }
+
+} // namespace
+
+be::VmmOps<Vmm> &vmm_ops() {
+    static be::VmmOps<Vmm> ops{
+        .map_call = "cuMemCreate/cuMemMap/cuMemSetAccess",
+        .unmap_call = "cuMemUnmap/cuMemRelease",
+        .available = available,
+        .create = create,
+        .map = map_backing,
+        .unmap = unmap_backing,
+        .mapped = mapped,
+        .status_of = status_of_native,
+        .native_name = native_name,
+        .copy = start_copy,
+        .claim = CopyState::Launched,  // a stream told to wait meanwhile gets a wait word for it
+        .launched = launched,
+        .enqueue_point = enqueue_point,
+        .committed = committed,
+        .point_reached = be::hand_to_workers<Vmm>,  // unused: the watcher sees the points (point_seen)
+        .worker = worker_loop,
+        .watcher = watch_loop,
+        .ran = ran,
+        .before_wait = before_wait,
+        .destroyed = destroyed,
+        .close_wait = be::wait_idle<Vmm>,
+        .close_free = close_free,
+    };
+    return ops;
+}
+
+namespace {
+const std::shared_ptr<Vmm> &vmm_ptr(xmc_instance *inst) { return static_cast<Instance *>(inst)->vmm; }
+} // namespace
+
+// ---- entry points -------------------------------------------------------------------
+
+// slot_create, slot_release, slot_remap and their batches, request_launch_copy, request_wait,
+// request_adopt, request_query, request_destroy, slot_close, vmm_before_capture, vmm_copy_check:
+// the shared ones (slots.hpp) over the steps above.
+XMC_SLOT_ENTRIES(vmm_ptr)
 
 xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *sh) {
     const char *call = "request_stream_wait";
@@ -772,84 +767,6 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
     return res == CUDA_SUCCESS ? XMC_OK : driver_fail(inst, res, call, "cuStreamWaitEvent/cuStreamWaitValue32");
 }
 
-xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = be::find_request(v, h);
-    if (!r) return be::bad_request(inst, "request_destroy", h);
-    be::forget_request(v, lock, h, *r);
-    settle_words(v, *r);
-    // VMM-ADOPT: an adopted mapping is the slot's and stays.
-    // Never adopted: the request's mapping goes with it.
-    be::drop_unadopted(*r, [](Slot &s) { return unmap_backing(s) == CUDA_SUCCESS; });
-    v.cv.notify_all();
-    return XMC_OK;
-}
-
-// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE). A driver failure stops
-// it where it failed and is returned, the slot still open with what is left, so that closing
-// again finishes (ignoring them left the slot's memory or range with the driver, unreported:
-// the fault sweep's ledger caught it).
-static CUresult close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s, const char **what) {
-    v.cv.wait(lock, [&] { return s.jobs == 0 && s.copies == 0; });
-    Driver &d = Driver::get();
-    if (s.handle) {
-        if (CUresult r = unmap_backing(s); r != CUDA_SUCCESS) {
-            *what = "cuMemUnmap/cuMemRelease";
-            return r;
-        }
-        // Released now, whatever it was: if the rest fails the slot stays open, unmapped.
-        s.state = be::SlotState::Released;
-        s.pending = nullptr;
-        s.mapped_by = nullptr;
-    }
-    CtxScope scope(d, s.ctx);
-    if (scope.result() != CUDA_SUCCESS) {
-        *what = "cuCtxPushCurrent";
-        return scope.result();
-    }
-    if (CUresult r = release_strays(s); r != CUDA_SUCCESS) {
-        *what = "cuMemRelease";
-        return r;
-    }
-    if (CUresult r = d.cuMemAddressFree(s.addr, s.size); r != CUDA_SUCCESS) {
-        *what = "cuMemAddressFree";
-        return r;
-    }
-    s.closed = true;
-    v.cv.notify_all();
-    return CUDA_SUCCESS;
-}
-
-xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Slot> s;
-    if (xmc_status st = be::take_slot(inst, v, h, &s); st != XMC_OK) return st;
-    const char *what = "";
-    if (CUresult r = close_slot(v, lock, *s, &what); r != CUDA_SUCCESS) {
-        v.slots[h] = s;  // still open: a second close finishes
-        return driver_fail(inst, r, "slot_close", what);
-    }
-    return XMC_OK;
-}
-
-xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin) {
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    if (be::copies_to_enqueue_on(v, s))
-        return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
-                        "graph_begin: a remap on this stream has not enqueued its reload copies yet (wait for it first)");
-    return begin();
-}
-
-xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]) {
-    Instance *in = static_cast<Instance *>(inst);
-    if (!in->vmm) return XMC_OK;
-    const uintptr_t first[2] = {spans[0].first, spans[1].first}, last[2] = {spans[0].last, spans[1].last};
-    return be::check_copy_slots(inst, *in->vmm, first, last, [](const Slot &s) { return s.handle != 0; });
-}
-
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {
     const char *call = "device_free_memory";
     Driver &d = Driver::get();
@@ -872,25 +789,12 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
 
 size_t vmm_close(Instance *in, CUresult *failed, const char **what) {
     Vmm &v = *in->vmm;
-    std::unique_lock<std::mutex> lock(v.mu);
-    size_t closed = 0;  // close_report counts them
-    *failed = CUDA_SUCCESS;
+    int64_t native = 0;
     // A driver failure returns at once with what is left kept, so that closing again finishes.
-    while (!v.slots.empty()) {
-        auto it = v.slots.begin();
-        std::shared_ptr<Slot> s = it->second;
-        xmc_slot *const h = it->first;
-        v.slots.erase(it);
-        if (CUresult r = close_slot(v, lock, *s, what); r != CUDA_SUCCESS) {
-            v.slots[h] = s;
-            *failed = r;
-            return closed;
-        }
-        ++closed;
-    }
-    be::stop_threads(v, lock);
-    v.threads.clear();  // joined: a close retried after a failure below joins none twice
-    lock.lock();
+    const size_t closed = be::close_slots(v, &native, what);  // close_report counts them
+    *failed = static_cast<CUresult>(native);
+    if (native) return closed;
+    std::unique_lock<std::mutex> lock(v.mu);
     // Every request is done now, so every wait word is stored; once each
     // stream has passed its waits, the words' memory can go.
     Driver &d = Driver::get();

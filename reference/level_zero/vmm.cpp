@@ -24,7 +24,10 @@
 // with zeEventQueryStatus. A destroyed request's events stay until every
 // consumer list has passed its wait (a signal appended after the wait says
 // so), at the latest until close, once the streams are gone.
-#include "slot_book.hpp"
+//
+// The slot entry points are reference/common/slots.hpp's; this file is Level Zero's steps
+// (be::VmmOps), the completion thread, request_stream_wait and device_free_memory.
+#include "slots.hpp"
 #include "ze.hpp"
 
 #include <chrono>
@@ -75,11 +78,20 @@ struct InFlight {  // a copy the completion thread watches
 // Slots, requests and threads: the shared book (slot_book.hpp), the copies
 // in flight and the events of destroyed requests.
 struct Vmm : be::SlotBook<Slot, Request> {
+    using SlotType = Slot;
+    using RequestType = Request;
+    be::VmmOps<Vmm> ops;
     std::vector<InFlight> in_flight;
     std::vector<std::shared_ptr<Request>> retired;  // destroyed; their events not yet
 };
 
-std::shared_ptr<Vmm> vmm_create() { return std::make_shared<Vmm>(); }
+be::VmmOps<Vmm> &vmm_ops();
+
+std::shared_ptr<Vmm> vmm_create() {
+    auto v = std::make_shared<Vmm>();
+    v->ops = vmm_ops();
+    return v;
+}
 
 bool vmm_option(Instance *in, const std::string &key, const std::string &value, xmc_status *st) {
     return be::workers_option(key, value, &in->vmm->workers, st);
@@ -92,7 +104,7 @@ Vmm &vmm_of(xmc_instance *inst) { return *static_cast<Instance *>(inst)->vmm; }
 // ---- physical memory of a slot ---------------------------------------------
 
 // Fresh memory at the slot's address, readable and writable by its device.
-ze_result_t map_backing(Slot &s) {
+int64_t map_backing(Vmm &, Slot &s, bool) {
     Driver &d = Driver::get();
     ze_physical_mem_desc_t desc{ZE_STRUCTURE_TYPE_PHYSICAL_MEM_DESC, nullptr, 0, s.size};
     ze_physical_mem_handle_t h = nullptr;
@@ -114,7 +126,7 @@ ze_result_t map_backing(Slot &s) {
 // back (its bytes intact), so a failed release leaves the slot as it was
 // (the model's rule). Only if that fails too is the slot left unmapped, its
 // memory kept for close.
-ze_result_t unmap_backing(Slot &s) {
+int64_t unmap_backing(Vmm &, Slot &s, bool) {
     Driver &d = Driver::get();
     void *p = reinterpret_cast<void *>(s.addr);
     // VMM-UNMAPPED-FAULTS: the range stays reserved, unmapped: an access faults;
@@ -163,68 +175,6 @@ ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stre
     return ZE_RESULT_SUCCESS;
 }
 
-void run_release(Request &r) {
-    for (size_t i = 0; i < r.slots.size(); ++i) {
-        const auto &s = r.slots[i];
-        if (ze_result_t res = unmap_backing(*s); res != ZE_RESULT_SUCCESS) {
-            // VMM-ASYNC-ERROR: the driver's code is the request's; slot stays mapped.
-            record(r, res, "zeVirtualMemUnmap/zePhysicalMemDestroy of a slot" + be::batch_index(i));
-            s->release_status = r.status;
-            s->release_native = res;
-        }
-        be::release_ran(*s, r, s->phys != nullptr);
-    }
-}
-
-void run_remap(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
-    Driver &d = Driver::get();
-    size_t mapped = 0;
-    for (const auto &s : r->slots) {
-        // VMM-ASYNC-ERROR: a remap waiting on a failed release fails too.
-        if (s->phys) {  // its release failed: the slot was never unmapped
-            r->record(s->release_status, s->release_native,
-                      "the release this remap waited for failed; the slot still holds its old mapping" +
-                          be::batch_index(mapped));
-            break;
-        }
-        if (ze_result_t res = map_backing(*s); res != ZE_RESULT_SUCCESS) {
-            record(*r, res, "zePhysicalMemCreate/zeVirtualMemMap of a slot" + be::batch_index(mapped));
-            break;
-        }
-        ++mapped;
-    }
-    if (r->status != XMC_OK) {
-        // VMM-ASYNC-ERROR: slots back to what the model says (slot_book.hpp).
-        // Roll back every mapping this request made: none was adopted.
-        for (size_t i = 0; i < mapped; ++i) unmap_backing(*r->slots[i]);
-        be::remap_failed(*r, [](const Slot &s) { return s.phys != nullptr; });
-        // VMM-EVENT-WAIT: a consumer of a copy that will never run is released.
-        for (ze_event_handle_t ev : r->events) d.zeEventHostSignal(ev);  // no copy will: consumers go on
-    } else if (!r->defer) {
-        std::shared_ptr<Stream> st = find_stream(inst, r->stream);
-        for (size_t i = 0; i < r->slots.size(); ++i) {
-            if (st) {
-                issue_copy(v, r, i, *st);
-                continue;
-            }
-            d.zeEventHostSignal(r->events[i]);
-            r->record(XMC_ERR_INVALID_HANDLE, 0, "the request's stream was destroyed before its copies were issued");
-        }
-    }
-    for (const auto &s : r->slots) --s->jobs;
-}
-
-void run(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r) {
-    if (r->remap) run_remap(inst, v, r);
-    else run_release(*r);
-    r->done = true;
-    v.cv.notify_all();
-}
-
-void worker_loop(xmc_instance *inst, Vmm *v) {
-    be::work(*v, [&](const std::shared_ptr<Request> &r) { run(inst, *v, r); });
-}
-
 void finish_copy(Vmm &v, InFlight &f, ze_result_t res) {
     Request &r = *f.r;
     if (res != ZE_RESULT_SUCCESS) record(r, res, "the reload copy of a slot" + be::batch_index(f.index));
@@ -263,29 +213,17 @@ void completion_loop(Vmm *v) {
     }
 }
 
-void start_threads(xmc_instance *inst, Vmm &v) {
-    if (!v.threads.empty()) return;
-    v.stop = false;
-    // VMM-SERIAL: vmm_workers workers (1: serial) and the completion thread.
-    for (unsigned i = 0; i < v.workers; ++i) v.threads.emplace_back(worker_loop, inst, &v);
-    v.threads.emplace_back(completion_loop, &v);
-}
-
 struct Point {  // a request's place on its stream
+    xmc_instance *inst;
     std::shared_ptr<Vmm> v;
     std::shared_ptr<Request> r;
 };
 
-// On the stream's callback thread: hand the request to the workers, nothing
-// else (VMM-CALLBACK).
+// On the stream's callback thread: the point's step (VMM-CALLBACK: hand the request to the
+// workers, nothing else).
 void on_stream_point(void *p) {
     auto *pt = static_cast<Point *>(p);
-    {
-        std::lock_guard<std::mutex> lock(pt->v->mu);
-        pt->r->fired = true;
-        pt->v->jobs.push_back(pt->r);
-        pt->v->cv.notify_all();
-    }
+    pt->v->ops.point_reached(pt->inst, pt->v, pt->r);
     delete pt;
 }
 
@@ -329,27 +267,18 @@ xmc_status bad_stream(xmc_instance *inst, const char *call, xmc_stream *h) {
                     static_cast<void *>(h));
 }
 
-// VMM-STATE, VMM-BATCH, VMM-REMAP-COPY: the shared refusals (make_request).
-// Every refusal before any change, in the model's order (arguments, handles,
-// duplicates, sources, states), then the stream, the copies' events and the
-// stream point.
-xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *const *handles, size_t n,
-                  xmc_stream *stream, const void *const *srcs, const size_t *src_bytes, uint32_t flags,
-                  xmc_request **out) {
-    if (xmc_status st = require(inst, call, Driver::get().missing_vmm); st != XMC_OK) return st;
-    const be::Batch b{call, remap, handles, n, stream, srcs, src_bytes, flags, out};
-    if (xmc_status st = be::check_batch(inst, b); st != XMC_OK) return st;
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r;
-    if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
+// VMM-RELEASE-ORDER: the request's stream, the copies' events and its stream point, after the
+// shared refusals (slots.hpp's submit).
+xmc_status enqueue_point(xmc_instance *inst, const char *call, xmc_stream *stream, const std::shared_ptr<Vmm> &vp,
+                         const std::shared_ptr<Request> &r) {
     std::shared_ptr<Stream> st = find_stream(inst, stream);
     if (!st) return bad_stream(inst, call, stream);
     // VMM-GRAPH-ORDER: the stream point cannot join a capture (it would be
     // recorded into the graph): refused, nothing changed.
     if (capturing(*st)) return refuse_capturing(inst, call);
     r->device = st->device;
-    if (remap) {
+    if (r->remap) {
+        const size_t n = r->slots.size();
         // The copies run on the stream and signal events of its context:
         // every slot must be of the stream's device.
         for (size_t i = 0; i < n; ++i)
@@ -363,7 +292,7 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
             return driver_fail(inst, res, call, "zeEventPoolCreate/zeEventCreate");
     }
     // VMM-RELEASE-ORDER: a host callback on the caller's stream, after its prior work.
-    auto *pt = new (std::nothrow) Point{static_cast<Instance *>(inst)->vmm, r};
+    auto *pt = new (std::nothrow) Point{inst, vp, r};
     xmc_status enq = pt ? enqueue_callback(inst, *st, on_stream_point, pt, call)
                         : be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, call, "%s: out of host memory", call);
     if (enq != XMC_OK) {
@@ -371,19 +300,57 @@ xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_slot *co
         destroy_events(&r->pool, r->events.data(), static_cast<uint32_t>(r->events.size()));
         return enq;
     }
-    be::commit(v, r, out);
     return XMC_OK;
 }
 
-// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE). A
+// request_launch_copy's stream: live, of the request's device, not capturing (VMM-GRAPH-ORDER).
+xmc_status launch_check(xmc_instance *inst, Vmm &, Request &r, xmc_stream *sh) {
+    const char *call = "request_launch_copy";
+    std::shared_ptr<Stream> st = find_stream(inst, sh);
+    if (!st) return bad_stream(inst, call, sh);
+    if (st->device != r.device)
+        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a stream of device %d for a slot of device %d",
+                        call, st->device, r.device);
+    if (capturing(*st)) return refuse_capturing(inst, call);
+    return XMC_OK;
+}
+
+// The reload copy of slot i: a worker's (its stream destroyed meanwhile fails the request, and
+// nobody may wait for the copy), or a deferred launch's (launch_check passed).
+xmc_status copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request> &r, size_t i, xmc_stream *stream,
+                const char *call) {
+    const bool launch = std::strcmp(call, "request_launch_copy") == 0;
+    std::shared_ptr<Stream> st = find_stream(inst, stream);
+    if (!st && launch) return bad_stream(inst, call, stream);
+    if (!st) {
+        Driver::get().zeEventHostSignal(r->events[i]);
+        r->record(XMC_ERR_INVALID_HANDLE, 0, "the request's stream was destroyed before its copies were issued");
+        return XMC_ERR_INVALID_HANDLE;
+    }
+    const ze_result_t res = issue_copy(v, r, i, *st, launch);
+    if (res != ZE_RESULT_SUCCESS && launch) return driver_fail(inst, res, call, "zeCommandListAppendMemoryCopy");
+    return res == ZE_RESULT_SUCCESS ? XMC_OK : XMC_ERR_DRIVER;
+}
+
+// VMM-EVENT-WAIT: a consumer of a copy that will never run is released.
+void undone(Vmm &, Request &r) {
+    for (ze_event_handle_t ev : r.events) Driver::get().zeEventHostSignal(ev);  // no copy will: consumers go on
+}
+
+// A destroyed remap's events stay until its consumers have passed their waits.
+void destroyed(Vmm &v, const std::shared_ptr<Request> &r) {
+    if (r->remap) v.retired.push_back(r);
+    reap(v, false);  // a failure here is retried later, at the latest by close
+}
+
+// Unmaps and frees a slot once no work on it is in flight (VMM-CLOSE, after close_wait). A
 // driver failure stops it there and is returned, the slot still open with
 // what is left, so that closing again finishes (it went on and called the
 // slot closed with its memory still in the driver: the fault sweep's ledger).
-ze_result_t close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s, const char **what) {
-    v.cv.wait(lock, [&] { return s.jobs == 0 && s.copies == 0; });
+int64_t close_free(Vmm &v, Slot &s, const char **what) {
     Driver &d = Driver::get();
     if (s.phys) {
-        const ze_result_t r = unmap_backing(s);
+        const auto r = static_cast<ze_result_t>(unmap_backing(v, s, false));
         if (!s.phys) {  // unmapped now, whatever else failed: the slot is released
             s.state = be::SlotState::Released;
             s.pending = nullptr;
@@ -405,31 +372,24 @@ ze_result_t close_slot(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s, cons
         *what = "zeVirtualMemFree";
         return r;
     }
-    s.closed = true;
-    v.cv.notify_all();
     return ZE_RESULT_SUCCESS;
 }
 
-} // namespace
-
-// ---- entry points -------------------------------------------------------------------
-
 // A failed slot_create: out of host or device memory is XMC_ERR_OUT_OF_MEMORY.
-static xmc_status create_fail(xmc_instance *inst, ze_result_t r, const char *what, size_t size) {
+xmc_status create_fail(xmc_instance *inst, ze_result_t r, const char *what, size_t size) {
     if (r == ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY || r == ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY)
         return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, r, "slot_create", "slot_create: %s of %zu bytes failed with %s",
                         what, size, result_name(r));
     return driver_fail(inst, r, "slot_create", what);
 }
 
-xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slot **out, xmc_slot_info *info) {
+// VMM-CREATE: slot_create's driver part, after the shared NULL check.
+xmc_status create(xmc_instance *inst, int32_t device, size_t bytes, Slot &slot) {
     const char *call = "slot_create";
     Driver &d = Driver::get();
-    if (xmc_status st = require(inst, call, d.missing_vmm); st != XMC_OK) return st;
-    if (!out || !info) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: NULL result");
     if (xmc_status st = check_device(inst, device, call); st != XMC_OK) return st;
     if (bytes == 0) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "slot_create: size 0");
-    auto s = std::make_shared<Slot>();
+    Slot *s = &slot;
     s->device = device;
     s->dev = d.devices[static_cast<size_t>(device)].handle;
     if (xmc_status st = device_context(inst, call, device, &s->ctx); st != XMC_OK) return st;
@@ -448,50 +408,64 @@ xmc_status slot_create(xmc_instance *inst, int32_t device, size_t bytes, xmc_slo
         r != ZE_RESULT_SUCCESS)
         return create_fail(inst, r, "zeVirtualMemReserve", s->size);
     s->addr = reinterpret_cast<uintptr_t>(p);
-    if (ze_result_t r = map_backing(*s); r != ZE_RESULT_SUCCESS) {
+    Vmm &v = vmm_of(inst);
+    if (auto r = static_cast<ze_result_t>(v.ops.map(v, *s, false)); r != ZE_RESULT_SUCCESS) {
         d.zeVirtualMemFree(s->ctx, p, s->size);
         return create_fail(inst, r, "zePhysicalMemCreate/zeVirtualMemMap", s->size);
     }
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    start_threads(inst, v);
-    *out = be::add_slot(v, s);
-    *info = xmc_slot_info{p, s->size, device};
     return XMC_OK;
 }
 
-// slot_release, slot_remap and their batches: one submit each (slot_book.hpp).
-XMC_SLOT_SUBMIT_ENTRIES(submit)
+xmc_status available(xmc_instance *inst, const char *call) {
+    return require(inst, call, Driver::get().missing_vmm);
+}
+bool mapped(const Slot &s) { return s.phys != nullptr; }
+xmc_status status_of_native(int64_t res) {
+    const xmc_status st = status_of(static_cast<ze_result_t>(res));
+    return st == XMC_OK ? XMC_ERR_DRIVER : st;
+}
+std::string native_name(int64_t res) { return result_name(static_cast<ze_result_t>(res)); }
 
-xmc_status request_launch_copy(xmc_instance *inst, xmc_request *h, uint32_t index, xmc_stream *sh) {
-    const char *call = "request_launch_copy";
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = be::find_request(v, h);
-    if (!r) return be::bad_request(inst, call, h);
-    // VMM-DEFERRED: once per slot, after the remap, into its own mapping.
-    if (xmc_status st = be::check_launch(inst, call, *r, index); st != XMC_OK) return st;
-    std::shared_ptr<Stream> st = find_stream(inst, sh);
-    if (!st) return bad_stream(inst, call, sh);
-    if (st->device != r->device)
-        return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: a stream of device %d for a slot of device %d",
-                        call, st->device, r->device);
-    if (capturing(*st)) return refuse_capturing(inst, call);  // VMM-GRAPH-ORDER
-    // A claim is not a launch here: a stream told to wait meanwhile must not
-    // wait on this copy's event, which nothing signals if the launch is refused.
-    if (xmc_status res = be::claim_copy(inst, call, v, lock, *r, index, CopyState::Claimed); res != XMC_OK) return res;
-    if (xmc_status res = be::check_target(inst, call, *r, index); res != XMC_OK) return res;
-    if (ze_result_t res = issue_copy(v, r, index, *st, true); res != ZE_RESULT_SUCCESS)
-        return driver_fail(inst, res, call, "zeCommandListAppendMemoryCopy");
-    return XMC_OK;
+} // namespace
+
+be::VmmOps<Vmm> &vmm_ops() {
+    static be::VmmOps<Vmm> ops{
+        .map_call = "zePhysicalMemCreate/zeVirtualMemMap",
+        .unmap_call = "zeVirtualMemUnmap/zePhysicalMemDestroy",
+        .available = available,
+        .create = create,
+        .map = map_backing,
+        .unmap = unmap_backing,
+        .mapped = mapped,
+        .status_of = status_of_native,
+        .native_name = native_name,
+        .copy = copy,
+        // A claim is not a launch here: a stream told to wait meanwhile must not wait on this
+        // copy's event, which nothing signals if the launch is refused.
+        .claim = CopyState::Claimed,
+        .launch_check = launch_check,
+        .enqueue_point = enqueue_point,
+        .point_reached = be::hand_to_workers<Vmm>,
+        .worker = be::worker_loop<Vmm>,
+        .undone = undone,
+        .watcher = completion_loop,
+        .destroyed = destroyed,
+        .close_wait = be::wait_idle<Vmm>,
+        .close_free = close_free,
+    };
+    return ops;
 }
 
-xmc_status request_wait(xmc_instance *inst, xmc_request *h, uint32_t timeout_ms) {
-    return be::wait_request(inst, vmm_of(inst), h, timeout_ms);
-}
+namespace {
+const std::shared_ptr<Vmm> &vmm_ptr(xmc_instance *inst) { return static_cast<Instance *>(inst)->vmm; }
+} // namespace
 
-// request_adopt and request_query: the book's own (slot_book.hpp).
-XMC_SLOT_REQUEST_ENTRIES(vmm_of)
+// ---- entry points -------------------------------------------------------------------
+
+// slot_create, slot_release, slot_remap and their batches, request_launch_copy, request_wait,
+// request_adopt, request_query, request_destroy, slot_close, vmm_before_capture, vmm_copy_check:
+// the shared ones (slots.hpp) over the steps above.
+XMC_SLOT_ENTRIES(vmm_ptr)
 
 xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *sh) {
     const char *call = "request_stream_wait";
@@ -537,56 +511,6 @@ xmc_status request_stream_wait(xmc_instance *inst, xmc_request *h, xmc_stream *s
     return XMC_OK;
 }
 
-xmc_status request_destroy(xmc_instance *inst, xmc_request *h) {
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Request> r = be::find_request(v, h);
-    if (!r) return be::bad_request(inst, "request_destroy", h);
-    be::forget_request(v, lock, h, *r);
-    // VMM-ADOPT: an adopted mapping is the slot's and stays.
-    // Never adopted: the request's mapping goes with it (kept, as the slot's
-    // own, if it is still mapped after a failed unmap).
-    be::drop_unadopted(*r, [](Slot &s) {
-        unmap_backing(s);
-        return s.phys == nullptr;
-    });
-    if (r->remap) v.retired.push_back(r);
-    reap(v, false);  // a failure here is retried later, at the latest by close
-    v.cv.notify_all();
-    return XMC_OK;
-}
-
-xmc_status slot_close(xmc_instance *inst, xmc_slot *h) {
-    Vmm &v = vmm_of(inst);
-    std::unique_lock<std::mutex> lock(v.mu);
-    std::shared_ptr<Slot> s;
-    if (xmc_status st = be::take_slot(inst, v, h, &s); st != XMC_OK) return st;
-    const char *what = "";
-    if (ze_result_t r = close_slot(v, lock, *s, &what); r != ZE_RESULT_SUCCESS) {
-        v.slots[h] = s;  // still open: a second close finishes
-        return be::fail(inst, status_of(r), r, "slot_close",
-                        "slot_close: %s failed with %s (0x%x); the slot is still open: closing it again finishes",
-                        what, result_name(r), static_cast<unsigned>(r));
-    }
-    return XMC_OK;
-}
-
-xmc_status vmm_before_capture(xmc_instance *inst, xmc_stream *s, const std::function<xmc_status()> &begin) {
-    Vmm &v = vmm_of(inst);
-    std::lock_guard<std::mutex> lock(v.mu);
-    if (be::copies_to_enqueue_on(v, s))
-        return be::fail(inst, XMC_ERR_BUSY, 0, "graph_begin",
-                        "graph_begin: a remap on this stream has not issued its reload copies yet (wait for it first)");
-    return begin();
-}
-
-xmc_status vmm_copy_check(xmc_instance *inst, const be::CopySpan (&spans)[2]) {
-    Instance *in = static_cast<Instance *>(inst);
-    if (!in->vmm) return XMC_OK;
-    const uintptr_t first[2] = {spans[0].first, spans[1].first}, last[2] = {spans[0].last, spans[1].last};
-    return be::check_copy_slots(inst, *in->vmm, first, last, [](const Slot &s) { return s.phys != nullptr; });
-}
-
 xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free_bytes, uint64_t *total_bytes) {
     const char *call = "device_free_memory";
     Driver &d = Driver::get();
@@ -623,29 +547,17 @@ xmc_status device_free_memory(xmc_instance *inst, int32_t device, uint64_t *free
 
 size_t vmm_close(Instance *in, ze_result_t *failed, const char **what) {
     Vmm &v = *in->vmm;
-    std::unique_lock<std::mutex> lock(v.mu);
-    size_t closed = 0;  // close_report counts them
-    *failed = ZE_RESULT_SUCCESS;
-    while (!v.slots.empty()) {
-        auto it = v.slots.begin();
-        std::shared_ptr<Slot> s = it->second;
-        xmc_slot *const h = it->first;
-        v.slots.erase(it);
-        // A failure keeps that slot (and the rest) for the retry of close.
-        if (ze_result_t r = close_slot(v, lock, *s, what); r != ZE_RESULT_SUCCESS) {
-            v.slots[h] = s;
-            *failed = r;
-            return closed;
-        }
-        ++closed;
-    }
+    int64_t native = 0;
+    // A failure keeps that slot (and the rest) for the retry of close.
+    const size_t closed = be::close_slots(v, &native, what);  // close_report counts them
+    *failed = static_cast<ze_result_t>(native);
+    if (native) return closed;
     // Every request has run (each slot's close waited for them): the ones
     // left go once the streams are gone (vmm_release_events).
+    std::lock_guard<std::mutex> lock(v.mu);
     for (auto &[h, r] : v.requests)
         if (r->remap) v.retired.push_back(r);
     v.requests.clear();
-    be::stop_threads(v, lock);
-    v.threads.clear();
     return closed;
 }
 

@@ -14,11 +14,7 @@ namespace xmc::broken_cuda {
 namespace {
 xmc_status close_slot(xmc_instance *inst, xmc_slot *s) {
     if (broken_vmm::is_released(s)) {
-        xmc_slot_info info{};
-        {
-            std::lock_guard<std::mutex> lock(broken_vmm::track().mu);
-            info = broken_vmm::track().slots[s];
-        }
+        const xmc_slot_info info = broken_vmm::info_of(s);
         xmc::cuda::Driver::get().cuMemUnmap(reinterpret_cast<CUdeviceptr>(info.address), info.size);
     }
     return broken_vmm::rec_close(inst, s);

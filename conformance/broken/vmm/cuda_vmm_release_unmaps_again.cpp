@@ -14,11 +14,7 @@ namespace {
 void unmap_again(xmc_slot *const *s, size_t n) {
     for (size_t i = 0; i < n; ++i) {
         if (!broken_vmm::is_released(s[i])) continue;
-        xmc_slot_info info{};
-        {
-            std::lock_guard<std::mutex> lock(broken_vmm::track().mu);
-            info = broken_vmm::track().slots[s[i]];
-        }
+        const xmc_slot_info info = broken_vmm::info_of(s[i]);
         xmc::cuda::Driver::get().cuMemUnmap(reinterpret_cast<CUdeviceptr>(info.address), info.size);
     }
 }

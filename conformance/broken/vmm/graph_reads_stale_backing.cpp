@@ -11,13 +11,13 @@
 // reading and writing the old backing (kept alive by its mapping) instead of
 // the reloaded one, and never faults, so only the contents give it away.
 #include "broken.hpp"
-#include "vmm_steps.hpp"
+#include "vmm.hpp"
+#include "vmm_track.hpp"
 
 #include <sys/mman.h>
 
 #include <map>
 #include <mutex>
-#include <set>
 #include <vector>
 
 namespace xmc::broken {
@@ -25,7 +25,6 @@ using namespace xmc::host;
 namespace {
 
 std::mutex mu;
-std::set<std::pair<xmc_instance *, xmc_stream *>> capturing;
 std::map<xmc_instance *, std::vector<std::pair<void *, size_t>>> aliases;  // unmapped at close
 
 // The address `p` resolves to now if it lies in a slot: the same offset in a
@@ -44,27 +43,8 @@ void *resolve_now(xmc_instance *inst, void *p) {
     return p;
 }
 
-xmc_status graph_begin(xmc_instance *inst, xmc_stream *s) {
-    const xmc_status st = host()->graph_begin(inst, s);
-    std::lock_guard<std::mutex> lock(mu);
-    if (st == XMC_OK) capturing.insert({inst, s});
-    return st;
-}
-
-xmc_status graph_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {
-    const xmc_status st = host()->graph_end(inst, s, out);
-    std::lock_guard<std::mutex> lock(mu);
-    if (st == XMC_OK) capturing.erase({inst, s});
-    return st;
-}
-
 xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
-    bool recording = false;
-    {
-        std::lock_guard<std::mutex> lock(mu);
-        recording = capturing.count({inst, s}) != 0;
-    }
-    if (!recording || !desc) return host()->copy(inst, desc, s);
+    if (!broken_vmm::is_capturing(inst, s) || !desc) return host()->copy(inst, desc, s);
     xmc_copy_desc d = *desc;
     {
         std::lock_guard<std::mutex> lock(mu);
@@ -76,18 +56,17 @@ xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
 
 xmc_status close(xmc_instance *inst) {
     const xmc_status st = host()->close(inst);
+    broken_vmm::forget_captures(inst);
     std::lock_guard<std::mutex> lock(mu);
     for (auto &[p, n] : aliases[inst]) munmap(p, n);
     aliases.erase(inst);
-    for (auto it = capturing.begin(); it != capturing.end();) it = it->first == inst ? capturing.erase(it) : ++it;
     return st;
 }
 
 } // namespace
 
 void plant(xmc_backend &t) {
-    t.graph_begin = graph_begin;
-    t.graph_end = graph_end;
+    broken_vmm::track_captures(t, host());
     t.copy = copy;
     t.close = close;
 }

@@ -8,42 +8,23 @@
 // backend's own idle stream, so the slot is remapped behind the capture's back
 // (the graph being recorded never waits for it) instead of being refused.
 #include "broken.hpp"
+#include "vmm_track.hpp"
 
 #include <map>
 #include <mutex>
-#include <set>
 
 namespace xmc::broken {
 namespace {
 
 std::mutex mu;
-std::set<std::pair<xmc_instance *, xmc_stream *>> capturing;
 std::map<xmc_instance *, xmc_stream *> own;
-
-bool is_capturing(xmc_instance *inst, xmc_stream *s) {
-    std::lock_guard<std::mutex> lock(mu);
-    return capturing.count({inst, s}) != 0;
-}
+using broken_vmm::is_capturing;
 
 xmc_stream *own_stream(xmc_instance *inst) {
     std::lock_guard<std::mutex> lock(mu);
     xmc_stream *&s = own[inst];
     if (!s) host()->stream_create(inst, 0, &s);
     return s;
-}
-
-xmc_status graph_begin(xmc_instance *inst, xmc_stream *s) {
-    const xmc_status st = host()->graph_begin(inst, s);
-    std::lock_guard<std::mutex> lock(mu);
-    if (st == XMC_OK) capturing.insert({inst, s});
-    return st;
-}
-
-xmc_status graph_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {
-    const xmc_status st = host()->graph_end(inst, s, out);
-    std::lock_guard<std::mutex> lock(mu);
-    if (st == XMC_OK) capturing.erase({inst, s});
-    return st;
 }
 
 xmc_status remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, const void *src, size_t n, uint32_t flags,
@@ -61,16 +42,15 @@ xmc_status close(xmc_instance *inst) {
     {
         std::lock_guard<std::mutex> lock(mu);
         own.erase(inst);  // the instance's streams go with it
-        for (auto it = capturing.begin(); it != capturing.end();) it = it->first == inst ? capturing.erase(it) : ++it;
     }
+    broken_vmm::forget_captures(inst);
     return host()->close(inst);
 }
 
 } // namespace
 
 void plant(xmc_backend &t) {
-    t.graph_begin = graph_begin;
-    t.graph_end = graph_end;
+    broken_vmm::track_captures(t, host());
     t.slot_remap = remap;
     t.slot_remap_batch = remap_batch;
     t.close = close;

@@ -11,7 +11,7 @@
 // no source, no copy), so the reload copies nothing or garbage, or the request
 // never finishes.
 #include "broken.hpp"
-#include "vmm_steps.hpp"
+#include "vmm.hpp"
 
 #include <thread>
 
@@ -32,8 +32,7 @@ static xmc_status slot_remap(xmc_instance *inst, xmc_slot *slot, xmc_stream *str
         if (xmc_status st = be::make_request(inst, v, b, &r); st != XMC_OK) return st;
         srcs.swap(r->srcs);  // to be filled in "once the request is out"
         copies.swap(r->copies);
-        if (xmc_status st = enqueue(inst, stream, "slot_remap", [inst, vp, r] { vmm_steps().stream_point(inst, vp, r); });
-            st != XMC_OK)
+        if (xmc_status st = v.ops.enqueue_point(inst, "slot_remap", stream, vp, r); st != XMC_OK)
             return st;
         be::commit(v, r, out);
     }

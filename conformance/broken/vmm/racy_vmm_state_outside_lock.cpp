@@ -12,7 +12,7 @@
 // After a failed check the doubled release leaves a request no worker ever finishes, so the
 // run then hangs until qualify's limit: a short limit (15 s) fails it as surely and sooner.
 #include "broken.hpp"
-#include "vmm_steps.hpp"
+#include "vmm.hpp"
 
 #include <thread>
 
@@ -34,7 +34,7 @@ static xmc_status submit(xmc_instance *inst, const char *call, bool remap, xmc_s
     std::this_thread::yield();
     be::commit(v, r, out);  // the bug: the states change outside the lock that checked them
     std::lock_guard<std::mutex> lock(v.mu);
-    return enqueue(inst, stream, call, [inst, vp, r] { vmm_steps().stream_point(inst, vp, r); });
+    return v.ops.enqueue_point(inst, call, stream, vp, r);
 }
 
 static xmc_status slot_release(xmc_instance *inst, xmc_slot *slot, xmc_stream *s, xmc_request **out) {

@@ -13,14 +13,9 @@
 
 namespace xmc::broken {
 namespace {
-xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
-    const xmc_status st = broken_vmm::rec_wait(inst, r, ms);
-    if (st == XMC_OK || st == XMC_ERR_TIMEOUT) return st;
-    bool remap = false;
-    const std::vector<xmc_slot_info> slots = broken_vmm::slots_of(r, &remap);
-    const long k = broken_vmm::failed_index(host(), inst);
-    if (!remap || slots.size() < 2 || k < 0 || k >= static_cast<long>(slots.size())) return st;
-    const xmc_slot_info &s = slots[static_cast<size_t>(k)];
+xmc_status map_half(xmc_instance *, const broken_vmm::Failed &f, xmc_status st) {
+    if (!f.remap || f.slots.size() < 2 || f.index < 0 || f.index >= static_cast<long>(f.slots.size())) return st;
+    const xmc_slot_info &s = f.slots[static_cast<size_t>(f.index)];
     const int fd = memfd_create("xmc-half-mapped", MFD_CLOEXEC);
     if (fd >= 0 && ftruncate(fd, static_cast<off_t>(s.size)) == 0)
         mmap(s.address, s.size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0);
@@ -29,9 +24,6 @@ xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
 }
 } // namespace
 
-void plant(xmc_backend &t) {
-    broken_vmm::record_calls(t, host());
-    t.request_wait = wait;
-}
+void plant(xmc_backend &t) { broken_vmm::on_failed_wait(t, host(), map_half); }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_batch_half_mapped")

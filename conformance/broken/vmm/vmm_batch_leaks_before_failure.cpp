@@ -6,7 +6,7 @@
 // worker mapped for the slots before it is never given back (leaked: the device's free memory
 // stays lower), though those slots answer as released.
 #include "broken.hpp"
-#include "vmm_steps.hpp"
+#include "vmm.hpp"
 #include "vmm_track.hpp"
 
 namespace xmc::broken {
@@ -14,22 +14,15 @@ namespace {
 std::mutex mu;
 std::set<xmc_request *> leaked;
 
-xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
-    const xmc_status st = broken_vmm::rec_wait(inst, r, ms);
-    if (st == XMC_OK || st == XMC_ERR_TIMEOUT) return st;
-    bool remap = false;
-    const std::vector<xmc_slot_info> slots = broken_vmm::slots_of(r, &remap);
-    const long k = broken_vmm::failed_index(host(), inst);
+xmc_status leak(xmc_instance *, const broken_vmm::Failed &f, xmc_status st) {
     std::lock_guard<std::mutex> lock(mu);
-    if (!remap || k <= 0 || !leaked.insert(r).second) return st;
-    for (long i = 0; i < k && i < static_cast<long>(slots.size()); ++i) xmc::host::take_device_memory(slots[i].size);
+    if (!f.remap || f.index <= 0 || !leaked.insert(f.r).second) return st;
+    for (long i = 0; i < f.index && i < static_cast<long>(f.slots.size()); ++i)
+        xmc::host::take_device_memory(f.slots[static_cast<size_t>(i)].size);
     return st;
 }
 } // namespace
 
-void plant(xmc_backend &t) {
-    broken_vmm::record_calls(t, host());
-    t.request_wait = wait;
-}
+void plant(xmc_backend &t) { broken_vmm::on_failed_wait(t, host(), leak); }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_batch_leaks_before_failure")

@@ -12,12 +12,11 @@ namespace {
 std::mutex mu;
 std::set<xmc_request *> coded_out;
 
-xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
-    const xmc_status st = broken_vmm::rec_wait(inst, r, ms);
-    if (st == XMC_OK || st == XMC_ERR_TIMEOUT || broken_vmm::failed_index(host(), inst) <= 0) return st;
+xmc_status drop_code(xmc_instance *inst, const broken_vmm::Failed &f, xmc_status st) {
+    if (f.index <= 0) return st;
     {
         std::lock_guard<std::mutex> lock(mu);
-        coded_out.insert(r);
+        coded_out.insert(f.r);
     }
     xmc_error_info e{};
     host()->last_error(inst, &e);
@@ -33,8 +32,7 @@ xmc_status query(xmc_instance *inst, xmc_request *r, xmc_request_info *out) {
 } // namespace
 
 void plant(xmc_backend &t) {
-    broken_vmm::record_calls(t, host());
-    t.request_wait = wait;
+    broken_vmm::on_failed_wait(t, host(), drop_code);
     t.request_query = query;
 }
 } // namespace xmc::broken

@@ -11,9 +11,8 @@
 
 namespace xmc::broken {
 namespace {
-xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
-    const xmc_status st = broken_vmm::rec_wait(inst, r, ms);
-    if (st == XMC_OK || st == XMC_ERR_TIMEOUT || broken_vmm::failed_index(host(), inst) <= 0) return st;
+xmc_status name_first(xmc_instance *inst, const broken_vmm::Failed &f, xmc_status st) {
+    if (f.index <= 0) return st;
     xmc_error_info e{};
     host()->last_error(inst, &e);
     std::string msg = e.message;
@@ -23,9 +22,6 @@ xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
 }
 } // namespace
 
-void plant(xmc_backend &t) {
-    broken_vmm::record_calls(t, host());
-    t.request_wait = wait;
-}
+void plant(xmc_backend &t) { broken_vmm::on_failed_wait(t, host(), name_first); }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_batch_wrong_slot")

@@ -13,6 +13,6 @@ using namespace xmc::host;
 static void wait_for_requests_only(Vmm &v, std::unique_lock<std::mutex> &lock, Slot &s) {
     v.cv.wait(lock, [&] { return s.jobs == 0; });  // s.copies is not waited for
 }
-void plant(xmc_backend &) { vmm_steps().close_wait = wait_for_requests_only; }
+void plant(xmc_backend &) { broken_vmm::host_steps().close_wait = wait_for_requests_only; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_close_during_copy")

@@ -18,8 +18,8 @@ static void work_in_callback(xmc_instance *inst, const std::shared_ptr<Vmm> &vp,
     std::unique_lock<std::mutex> lock(v.mu);
     r->fired = true;
     v.cv.wait(lock, [&] { return be::ready(*r); });
-    run(inst, v, r);
+    be::run_request(inst, v, r);
 }
-void plant(xmc_backend &) { vmm_steps().stream_point = work_in_callback; }
+void plant(xmc_backend &) { broken_vmm::host_steps().point_reached = work_in_callback; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_driver_call_in_callback")

@@ -13,32 +13,22 @@
 #include "vmm_steps.hpp"
 
 #include <sys/mman.h>
-#include <unistd.h>
-
-#include <cerrno>
 
 namespace xmc::broken {
 using namespace xmc::host;
-// A worker's remap maps the memfd wherever mmap puts it (no MAP_FIXED) and the
-// slot takes that address; slot_create's first mapping is still at the slot's.
-static int map_anywhere(Vmm &v, Slot &s, bool counted) {
-    if (!counted) return host::map_backing(v, s, counted);
-    if (!take_device_memory(s.size)) return ENOMEM;
-    const int fd = memfd_create("xmc-slot", MFD_CLOEXEC);
-    int err = fd < 0 ? errno : 0;
-    if (!err && ftruncate(fd, static_cast<off_t>(s.size)) != 0) err = errno;
-    if (!err && ++v.maps == v.fail_map) err = ENOMEM;  // the test-only fault injection, as the reference
-    void *p = err ? MAP_FAILED : mmap(nullptr, s.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (!err && p == MAP_FAILED) err = errno;
-    if (err) {
-        if (fd >= 0) ::close(fd);
-        give_device_memory(s.size);
-        return err;
-    }
-    s.addr = reinterpret_cast<uintptr_t>(p);
-    s.fd = fd;
+// A worker's remap maps the fresh memory as the reference does, then moves it wherever the
+// kernel has room (mremap) and the slot takes that address; the old range is left reserved
+// (PROT_NONE), as a release leaves it. slot_create's first mapping stays at the slot's address.
+static int64_t map_anywhere(Vmm &v, Slot &s, bool worker) {
+    const int64_t err = broken_vmm::real<Vmm>().map(v, s, worker);
+    if (err || !worker) return err;
+    void *at = reinterpret_cast<void *>(s.addr);
+    void *to = mmap(nullptr, s.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (to == MAP_FAILED || mremap(at, s.size, s.size, MREMAP_MAYMOVE | MREMAP_FIXED, to) == MAP_FAILED) return 0;
+    mmap(at, s.size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    s.addr = reinterpret_cast<uintptr_t>(to);
     return 0;
 }
-void plant(xmc_backend &) { vmm_steps().map_backing = map_anywhere; }
+void plant(xmc_backend &) { broken_vmm::host_steps().map = map_anywhere; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_remap_moves")

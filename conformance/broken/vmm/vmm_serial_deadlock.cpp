@@ -27,9 +27,9 @@ static void serial_blocks(xmc_instance *inst, Vmm *v) {
             v->cv.wait(lock);
             continue;
         }
-        run(inst, *v, r);
+        be::run_request(inst, *v, r);
     }
 }
-void plant(xmc_backend &) { vmm_steps().worker = serial_blocks; }
+void plant(xmc_backend &) { broken_vmm::host_steps().worker = serial_blocks; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_vmm_serial_deadlock")

@@ -23,16 +23,9 @@ xmc_status refuse(xmc_instance *inst, const char *call) {
     return be::fail(inst, XMC_ERR_DRIVER, 0, call, "%s: the slot's last request failed", call);
 }
 
-xmc_status wait(xmc_instance *inst, xmc_request *r, uint32_t ms) {
-    const xmc_status st = broken_vmm::rec_wait(inst, r, ms);
-    if (st == XMC_OK || st == XMC_ERR_TIMEOUT) return st;
-    std::vector<xmc_slot *> slots;
-    {
-        std::lock_guard<std::mutex> lock(broken_vmm::track().mu);
-        slots = broken_vmm::track().requests[r];
-    }
+xmc_status flag(xmc_instance *, const broken_vmm::Failed &f, xmc_status st) {
     std::lock_guard<std::mutex> lock(mu);
-    flagged.insert(slots.begin(), slots.end());
+    flagged.insert(f.handles.begin(), f.handles.end());
     return st;
 }
 xmc_status release(xmc_instance *inst, xmc_slot *s, xmc_stream *on, xmc_request **out) {
@@ -53,8 +46,7 @@ xmc_status remap_batch(xmc_instance *inst, xmc_slot *const *s, size_t n, xmc_str
 } // namespace
 
 void plant(xmc_backend &t) {
-    broken_vmm::record_calls(t, host());
-    t.request_wait = wait;
+    broken_vmm::on_failed_wait(t, host(), flag);
     t.slot_release = release;
     t.slot_release_batch = release_batch;
     t.slot_remap = remap;

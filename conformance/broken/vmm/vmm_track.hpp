@@ -136,4 +136,93 @@ inline void record_calls(xmc_backend &t, const xmc_backend *reference) {
     t.slot_close = rec_close;
 }
 
+// ---- a bug in what a failed request reports ------------------------------------------
+
+// A wait that returned a worker's failure: the request, its slots, whether it is a remap, and
+// the batch index its error names (-1: none).
+struct Failed {
+    xmc_request *r;
+    std::vector<xmc_slot *> handles;
+    std::vector<xmc_slot_info> slots;
+    bool remap;
+    long index;
+};
+using OnFail = xmc_status (*)(xmc_instance *inst, const Failed &f, xmc_status st);
+
+inline OnFail &on_fail() {
+    static OnFail f = nullptr;
+    return f;
+}
+
+inline xmc_status wait_then(xmc_instance *inst, xmc_request *r, uint32_t ms) {
+    const xmc_status st = rec_wait(inst, r, ms);
+    if (st == XMC_OK || st == XMC_ERR_TIMEOUT) return st;
+    Failed f{r, {}, {}, false, failed_index(ref(), inst)};
+    f.slots = slots_of(r, &f.remap);
+    {
+        std::lock_guard<std::mutex> lock(track().mu);
+        f.handles = track().requests[r];
+    }
+    return on_fail()(inst, f, st);
+}
+
+// record_calls, and request_wait runs `f` after each wait that returned a worker's failure
+// (VMM-ASYNC-ERROR): the bug sits in what that failure leaves or reports.
+inline void on_failed_wait(xmc_backend &t, const xmc_backend *reference, OnFail f) {
+    record_calls(t, reference);
+    on_fail() = f;
+    t.request_wait = wait_then;
+}
+
+// What slot_create answered for s.
+inline xmc_slot_info info_of(xmc_slot *s) {
+    std::lock_guard<std::mutex> lock(track().mu);
+    return track().slots[s];
+}
+
+// ---- captures: for a bug that acts only while a stream records a graph -------------------
+
+struct Captures {
+    std::mutex mu;
+    std::set<std::pair<xmc_instance *, xmc_stream *>> on;  // graph_begin'd, not yet graph_end'd
+};
+
+inline Captures &captures() {
+    static Captures c;
+    return c;
+}
+
+inline bool is_capturing(xmc_instance *inst, xmc_stream *s) {
+    std::lock_guard<std::mutex> lock(captures().mu);
+    return captures().on.count({inst, s}) != 0;
+}
+
+// The instance's close: its streams go with it.
+inline void forget_captures(xmc_instance *inst) {
+    std::lock_guard<std::mutex> lock(captures().mu);
+    for (auto it = captures().on.begin(); it != captures().on.end();)
+        it = it->first == inst ? captures().on.erase(it) : ++it;
+}
+
+inline xmc_status cap_begin(xmc_instance *inst, xmc_stream *s) {
+    const xmc_status st = ref()->graph_begin(inst, s);
+    std::lock_guard<std::mutex> lock(captures().mu);
+    if (st == XMC_OK) captures().on.insert({inst, s});
+    return st;
+}
+
+inline xmc_status cap_end(xmc_instance *inst, xmc_stream *s, xmc_graph **out) {
+    const xmc_status st = ref()->graph_end(inst, s, out);
+    std::lock_guard<std::mutex> lock(captures().mu);
+    if (st == XMC_OK) captures().on.erase({inst, s});
+    return st;
+}
+
+// Installs graph_begin and graph_end over `reference`, noting which streams capture.
+inline void track_captures(xmc_backend &t, const xmc_backend *reference) {
+    ref() = reference;
+    t.graph_begin = cap_begin;
+    t.graph_end = cap_end;
+}
+
 } // namespace xmc::broken_vmm
