@@ -67,12 +67,6 @@ using Recording = std::vector<std::function<void()>>;
 xmc_status begin_capture(xmc_instance *inst, xmc_stream *s, const char *call);
 xmc_status end_capture(xmc_instance *inst, xmc_stream *s, const char *call, Recording *out);
 
-// transfer.cpp: what each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote
-// (reference/common/transfer_protocol.hpp). Named here so that a broken backend of the self-test
-// can plant a bug in it.
-using TransferVote = transfer::TransferVote;
-// A digest of the plan's segments and digest, the element size, the staging budget and the group's labels.
-uint64_t transfer_digest(const xmc_transfer_args &args);
 
 // vmm.cpp
 std::shared_ptr<Vmm> vmm_create();
