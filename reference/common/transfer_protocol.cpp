@@ -703,6 +703,7 @@ xmc_status exchange_rounds_with(const xmc_transfer_args &a, Work &w, int p, xmc_
     return s;
 }
 
+namespace {
 // AFF-AGREE: plan, element size, budget and group: ranks differing in any of them all refuse.
 uint64_t transfer_digest(const xmc_transfer_args &a) {
     Fnv f;
@@ -743,6 +744,26 @@ uint64_t transfer_digest(const xmc_transfer_args &a) {
         }
     }
     return f.h;
+}
+
+} // namespace
+
+// Step 3's reference: the table every rank computes alike, and its digest.
+static std::string own_paths(const xmc_transfer_args &a, const std::vector<PathOffer> &offers, Work &w,
+                             const std::string why_not[XMC_PATH_COUNT_], uint64_t *digest) {
+    const std::string why = path_table(a, offers, w, why_not);
+    *digest = paths_digest(w.table);
+    return why;
+}
+
+const Steps &reference_steps() {
+    static const Steps s{transfer_digest, own_paths};
+    return s;
+}
+
+Steps &steps() {
+    static Steps s = reference_steps();
+    return s;
 }
 
 xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex) {
@@ -812,7 +833,8 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
                 why = "the rank at group position " + to_string(k) + " offered no data paths this executor reads";
             peer_refuses = peer_refuses || offers[size_t(k)].refused;
         }
-        if (why.empty() && !peer_refuses) why = path_table(a, offers, w, why_not);
+        uint64_t table_digest = paths_digest(w.table);  // (an empty table where a rank refuses)
+        if (why.empty() && !peer_refuses) why = steps().paths(a, offers, w, why_not, &table_digest);
         if (why.empty() && !peer_refuses) {
             w.path.assign(size_t(g->size), XMC_PATH_AUTO);
             for (int p = 0; p < g->size; ++p) w.path[size_t(p)] = w.table[size_t(w.me) * size_t(g->size) + size_t(p)];
@@ -822,9 +844,9 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         // AFF-AGREE, AFF-REFUSE-BEFORE-WRITE: all ranks vote, refused or not, before any writes.
         // Step 4: agreement. The nonces make this call's message tags differ from any earlier call's.
         TransferVote mine{};
-        mine.digest = transfer_digest(a);
+        mine.digest = steps().digest(a);
         mine.nonce = (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-        mine.paths = paths_digest(w.table);
+        mine.paths = table_digest;
         mine.index = g->my_index;
         mine.label = my_label;
         mine.refused = why.empty() ? 0 : 1;

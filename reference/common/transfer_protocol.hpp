@@ -41,9 +41,8 @@
 namespace xmc::transfer {
 
 // What each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote.
-// The wire format, public: the self-test's broken executors read and rewrite votes on the wire.
 struct TransferVote {
-    uint64_t digest;   // transfer_digest() of the sender's request
+    uint64_t digest;   // Steps::digest of the sender's request
     uint64_t nonce;    // random per call: the call's message tags derive from every rank's nonce
     uint64_t paths;    // paths_digest() of the path table the sender computed (AFF-PATH)
     int64_t native;    // completion: the native code of the sender's failure (0: none)
@@ -52,14 +51,10 @@ struct TransferVote {
     int32_t refused;   // 1 when the sender refused (agreement) or failed (completion)
     char reason[156];  // why, NUL-terminated
 };
-// A digest of the plan's segments, digest and layouts, the element size, the staging budget and
-// the group's labels. (The forced path is not in it: paths are agreed on as a table, AFF-PATH.)
-uint64_t transfer_digest(const xmc_transfer_args &args);
 
 // ---- data paths (AFF-PATH) ----
 
-// What a rank offers before the agreement (all_gather; its size differs from a vote's). Public,
-// like the votes: the self-test's broken executors read and rewrite offers on the wire.
+// What a rank offers before the agreement (all_gather).
 struct PathOffer {
     uint64_t magic;    // kOfferMagic
     uint64_t process;  // process_token(): equal tokens share an address space
@@ -70,7 +65,6 @@ struct PathOffer {
     uint32_t refused;  // 1: the sender already refuses this request (its vote says why)
 };
 inline constexpr uint64_t kOfferMagic = 0x786d632d70617468ull;  // "xmc-path"
-static_assert(sizeof(PathOffer) != sizeof(TransferVote), "broken executors tell gathers apart by their size");
 inline constexpr uint32_t path_bit(xmc_path p) { return 1u << unsigned(p); }
 // "auto", "direct", "ipc", "nccl", "staged", or "path N" for a value outside the enum.
 std::string path_name(int32_t p);
@@ -175,6 +169,25 @@ public:
 
 // The whole call (steps 1 to 7); the backend's entry point.
 xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex);
+
+// The protocol's named steps (SPEC 2's one seam, for transfers): execute() calls each through the
+// process's table, steps(), which starts as reference_steps(). A broken backend of the self-test
+// replaces ONE step in plant() (conformance/broken/transfer/transfer_steps.hpp); nothing else of
+// the protocol is exported for it.
+struct Steps {
+    // Step 4, AFF-AGREE: the digest of this rank's request that its votes carry: the plan's
+    // segments, digest and layouts, the element size, the staging budget and the group's labels.
+    // (The forced path is not in it: paths are agreed on as a table, AFF-PATH.)
+    uint64_t (*digest)(const xmc_transfer_args &a);
+    // Step 3, AFF-PATH: this rank's path table (w.table, size * size, every rank's path to every
+    // position) from the gathered offers, and the digest of it that its votes carry (step 4 refuses
+    // when the ranks' digests differ). Why this rank refuses (why_not: its own reasons per path,
+    // for a forced one), or "".
+    std::string (*paths)(const xmc_transfer_args &a, const std::vector<PathOffer> &offers, Work &w,
+                         const std::string why_not[XMC_PATH_COUNT_], uint64_t *digest);
+};
+Steps &steps();
+const Steps &reference_steps();
 
 // The backend's side of staged transfers: moving bytes between its buffers and a staging arena.
 // Copies may be asynchronous until packed()/unpacked() return.

@@ -53,7 +53,7 @@ constexpr const char *kCall = "transfer_execute";
 using std::to_string;
 using transfer::View;
 
-// What a rank tells its peers once they agreed (all_gather; its size differs from a vote's).
+// What a rank tells its peers once they agreed (all_gather).
 struct PeerInfo {
     uint64_t magic;    // kPeerMagic
     uint64_t process;  // process_token()
@@ -62,7 +62,6 @@ struct PeerInfo {
     int32_t index;
 };
 constexpr uint64_t kPeerMagic = 0x786d632d70656572ull;  // "xmc-peer"
-static_assert(sizeof(PeerInfo) != sizeof(transfer::TransferVote), "a broken backend tells votes by their size");
 
 // One buffer's memory, for the driver.
 struct Mem {

@@ -39,9 +39,6 @@ constexpr const char *kCall = "transfer_execute";
 using std::to_string;
 using Clock = std::chrono::steady_clock;
 
-static_assert(sizeof(IpcPath::Info) != sizeof(transfer::TransferVote) &&
-                  sizeof(IpcPath::Info) != sizeof(transfer::PathOffer),
-              "broken executors tell gathers apart by their size");
 
 bool on_ipc(const transfer::Work &w, int p) { return p != w.me && w.path[size_t(p)] == XMC_PATH_IPC; }
 

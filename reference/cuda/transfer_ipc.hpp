@@ -37,7 +37,7 @@ public:
     // `report`: not over an earlier failure's).
     xmc_status close(bool report = true);
 
-    // What a rank tells the others (all_gather; its size differs from every other gather's).
+    // What a rank tells the others (all_gather).
     struct Info {
         uint64_t magic;     // kMagic
         int32_t index;      // group position

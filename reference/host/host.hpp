@@ -72,12 +72,6 @@ be::StreamOps &stream_ops();
 be::GraphOps &graph_ops();
 xmc_status enqueue_copy(xmc_instance *inst, const xmc_copy_desc &d, xmc_stream *s);
 
-// transfer.cpp: what each rank contributes to a transfer's agreement (AFF-AGREE) and to its completion vote
-// (reference/common/transfer_protocol.hpp). Named here so that a broken backend of the self-test
-// can plant a bug in it.
-using TransferVote = transfer::TransferVote;
-// A digest of the plan's segments and digest, the element size, the staging budget and the group's labels.
-uint64_t transfer_digest(const xmc_transfer_args &args);
 
 // vmm.cpp
 std::shared_ptr<Vmm> vmm_create();

@@ -172,8 +172,6 @@ private:
 
 }  // namespace
 
-uint64_t transfer_digest(const xmc_transfer_args &a) { return transfer::transfer_digest(a); }
-
 xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) {
     // AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG: the shared protocol
     // (transfer_protocol.cpp) around host memory.

@@ -8,7 +8,8 @@
 // the plan assumed is taken, and a rank that pulls by the plan's layout reads the wrong elements.
 // Here this rank's entry of the plan's layouts takes the strides from its buffers before the check,
 // while its votes still carry the digest of the layouts as given.
-#include "transport_wrap.hpp"
+#include "broken.hpp"
+#include "transfer_steps.hpp"
 
 #include <vector>
 
@@ -28,12 +29,14 @@ static xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *
     std::vector<xmc_plan_layout> layouts(a->layouts, a->layouts + a->layout_count);
     for (xmc_plan_layout &l : layouts)
         if (l.rank == me) ignore(l.source, a->source), ignore(l.target, a->target);
-    DigestSwap w;  // its votes still carry the digest of the layouts as given
-    w.digest = host::transfer_digest(*a);
+    const broken_transfer::AsCaller caller(a);  // its votes still carry the digest of the layouts as given
     xmc_transfer_args args = *a;
     args.layouts = layouts.data();
-    return execute_over(inst, args, st, w);
+    return host()->transfer_execute(inst, &args, st);
 }
-void plant(xmc_backend &t) { t.transfer_execute = transfer_execute; }
+void plant(xmc_backend &t) {
+    t.transfer_execute = transfer_execute;
+    broken_transfer::steps().digest = broken_transfer::caller_digest;
+}
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_layout_ignores_strides")

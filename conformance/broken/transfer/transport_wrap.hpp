@@ -4,7 +4,6 @@
 #pragma once
 #include "broken.hpp"
 
-#include <cstring>
 
 namespace xmc::broken {
 
@@ -19,19 +18,6 @@ struct WrappedTransport {
     }
     virtual int all_gather(const void *in, void *out, size_t bytes, uint32_t timeout_ms) {
         return inner->all_gather(inner->ctx, in, out, bytes, timeout_ms);
-    }
-};
-
-// Votes that carry `digest` instead of the request's: the bug makes the
-// executor act on a request other than the one its peers agreed to.
-struct DigestSwap : WrappedTransport {
-    uint64_t digest = 0;
-    int all_gather(const void *in, void *out, size_t bytes, uint32_t timeout_ms) override {
-        if (bytes != sizeof(host::TransferVote)) return WrappedTransport::all_gather(in, out, bytes, timeout_ms);
-        host::TransferVote v;
-        std::memcpy(&v, in, sizeof v);
-        v.digest = digest;
-        return WrappedTransport::all_gather(&v, out, bytes, timeout_ms);
     }
 };
 
