@@ -28,13 +28,32 @@ struct BenchOptions {
 // the peak measured something else).
 inline constexpr double kBrokenAbove = 1.05;
 
+// A row's ratio with its spread: `samples` pairs of raw and backend work taken
+// back to back (xmc_gpu_bench), the ratio the median of the per-pair ratios,
+// lo..hi their quartiles. A row without pairs has lo = hi = ratio.
+struct RatioSpread {
+    double ratio = 0, lo = 0, hi = 0;
+    int samples = 0;
+};
+RatioSpread ratio_spread(const json &row);
+// Which side of a threshold (a target, a baseline's floor) a row is on:
+// above (the median and the lower quartile at or above it), below (the median
+// and the upper quartile below it), or noisy (the threshold lies within the
+// spread: the row's margin to it is smaller than its spread; rerun it).
+enum class Judgement { above, below, noisy };
+Judgement judge(const RatioSpread &s, double threshold);
+// A row's verdict from its ratio, spread and target (a baseline's comes later):
+// "broken" (the median ratio above kBrokenAbove), "missed", "noisy" or "ok".
+std::string bench_row_verdict(const json &row);
+
 // Runs the benchmarks. The document: backend, kind, device and driver (what a
 // baseline is for), runs (command, exit status, seconds), rows (path, series,
 // bytes, unit, figure, peak, ratio, higher_is_better, requirement, target,
 // verdict), and "skipped" (why nothing could be measured, e.g. no GPU) or
 // "error" (the benchmark itself failed). A row's verdict: "broken" (ratio
 // above kBrokenAbove), "missed" (below its target, or no ratio where it has
-// one), else "ok"; compare_baseline adds "below baseline".
+// one), "noisy" (its spread straddles the target), else "ok"; compare_baseline
+// adds "below baseline" (and "noisy" where the spread straddles its floor).
 json run_benchmarks(const BenchOptions &o);
 
 // The rows as an aligned text table.
@@ -50,12 +69,26 @@ std::vector<std::string> bench_failures(const json &doc);
 // Each row whose ratio is below `min_ratio` or could not be computed, said in words.
 std::vector<std::string> below_floor(const json &doc, double min_ratio);
 
+// The rows whose spread straddles their target or baseline floor, one line each.
+std::vector<std::string> bench_noisy(const json &doc);
+
 // ---- baselines (hardware/baselines/<device model>-<driver>.json) --------------
-// A baseline holds one device model's and driver's figures, each row with a
-// tolerance: a later run on that model and driver fails a row whose figure
-// drops further than its tolerance below it (for times: rises above it).
-// A baseline from a run: every measured row, each with `tolerance`.
+// A baseline (format xmc-bench-baseline/2) holds one device model's and
+// driver's RATIOS (backend over the raw driver's same work in the same run),
+// each row with a tolerance: a later run on that model and driver fails a row
+// whose ratio's spread lies wholly below ratio * (1 - tolerance). Ratios, not
+// figures: a machine whose own peak moved (the raw path slower too) does not
+// fail. Format /1 (figures) is refused, naming the way to make a /2.
+// A baseline from one run: every measured row, each with `tolerance`.
 json baseline_of(const json &doc, double tolerance);
+// A baseline from several runs of one device and driver (xmc bench --json
+// documents): each row measured in every run gets the median of the runs'
+// ratios and a tolerance from their spread: max(kMinTolerance, 2 x the
+// largest deviation of a run's ratio from that median, as a fraction of it),
+// at most kMaxTolerance (such a row can tell little; "note" says so). False
+// with *error on fewer than 3 runs, unreadable ones, or runs of other devices.
+inline constexpr double kMinTolerance = 0.02, kMaxTolerance = 0.5;
+bool make_baseline(const std::vector<std::string> &runs, json *out, std::string *error);
 // The file name a baseline of this run is checked in under: "<device>-<driver>.json", slugged.
 std::string baseline_name(const json &doc);
 // Compares the run with a baseline: false with *error (the run stays as it
@@ -71,12 +104,23 @@ bool parse_sizes(const std::string &text, std::vector<unsigned long long> *out, 
 // it) if given; compares with `baseline` and writes `write_baseline` if
 // given. Exit status 0, 1 (a broken measurement, a missed target, a drop below
 // the baseline, a figure below --min-ratio, or the benchmark failed), 2 (bad
-// input: also a baseline of another device or driver), 77 (nothing to measure
-// here, e.g. no GPU; the reason is printed).
+// input: also a baseline of another device or driver), 3 (kBenchNoisy: nothing
+// failed, but a row's spread straddles its target or baseline floor, so the
+// run cannot say pass or fail for it: rerun), 77 (nothing to measure here,
+// e.g. no GPU; the reason is printed).
+inline constexpr int kBenchNoisy = 3;
 struct BenchFiles {
     std::string json_out, baseline, write_baseline;
     double tolerance = 0.1;  // of each row of a written baseline
 };
 int bench_command(const BenchOptions &o, const BenchFiles &files);
+// `xmc bench --make-baseline RUN.json... --out FILE`: make_baseline, written to FILE. 0, or 2 with the reason.
+int make_baseline_command(const std::vector<std::string> &runs, const std::string &out);
+// `xmc bench --peaks-vs-nvbandwidth DIR`: each xmc copy peak (DIR/xmc-peaks-<bytes>.json, from
+// xmc_gpu_bench --peaks-only) beside nvbandwidth's same copy at that size (DIR/nvbandwidth-<bytes>.json,
+// nvbandwidth -j: host_to_device_memcpy_ce, device_to_host_memcpy_ce, device_local_copy; device 0)
+// as a markdown table. 0 when every peak is within `within` (SPEC 10: 0.02) of nvbandwidth's, 1 if not
+// (or one side is missing), 2 when DIR holds no peaks.
+int peaks_vs_nvbandwidth(const std::string &dir, double within = 0.02);
 
 } // namespace xmc::conformance

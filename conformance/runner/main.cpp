@@ -444,6 +444,20 @@ int main(int argc, char **argv) {
     bench_cmd->add_option("--timeout", b.timeout_s, "Time limit of one benchmark run, in seconds")
         ->check(at_least(1))
         ->capture_default_str();
+    std::vector<std::string> make_baseline_runs;
+    std::string make_baseline_out;
+    auto *make_baseline_opt = bench_cmd->add_option(
+        "--make-baseline", make_baseline_runs,
+        "Write a baseline from these runs (xmc bench --json files of one device and driver, 5 recommended): each "
+        "row's median ratio and a tolerance from their spread; runs nothing")
+        ->check(CLI::ExistingFile);
+    bench_cmd->add_option("--out", make_baseline_out, "The baseline file --make-baseline writes")->needs(make_baseline_opt);
+    make_baseline_opt->needs("--out");
+    std::string peaks_dir;
+    bench_cmd->add_option("--peaks-vs-nvbandwidth", peaks_dir,
+                          "Print each copy peak of xmc_gpu_bench --peaks-only beside nvbandwidth's (DIR of "
+                          "hardware/nvbandwidth.sh) and exit 1 unless every one is within 2%; runs nothing")
+        ->check(CLI::ExistingDirectory);
 
     auto *mustpass_cmd = app.add_subcommand("mustpass", "The must-pass lists embedded in this xmc; --generate writes "
                                                         "this suite's from the catalogue");
@@ -547,6 +561,8 @@ int main(int argc, char **argv) {
         return mustpass_command(mustpass_check, mustpass_version, mustpass_dir_opt);
     }
     if (*bench_cmd) {
+        if (!make_baseline_runs.empty()) return make_baseline_command(make_baseline_runs, make_baseline_out);
+        if (!peaks_dir.empty()) return peaks_vs_nvbandwidth(peaks_dir);
         if (backend.empty() && b.from.empty()) {
             std::fprintf(stderr, "xmc bench: --backend is required (xmc bench --help)\n");
             return 2;

@@ -295,6 +295,7 @@ bool write_report(const std::string &dir, std::string *error) {
          << "th{background:#f0f0f0}\n.passed{background:#e3f4e3}.failed{background:#f9d6d5}\n"
          << ".unsupported{background:#eeeeee}.waived{background:#fcf0cf}\n"
          << ".bench-ok{background:#e3f4e3}.bench-missed{background:#f9d6d5}.bench-broken{background:#e8d5f5}"
+         << ".bench-noisy{background:#fdf1c7}"
          << ".bench-below-baseline{background:#fcdcb8}\n"
          << "#summary{font-size:16px;font-weight:bold}.ok{color:#1e7b1e}.bad{color:#b0201a}\n"
          << "pre{background:#f6f6f6;padding:8px;overflow-x:auto;font-size:12px}\nfigure{margin:1em 0}\n"
@@ -473,8 +474,9 @@ bool write_report(const std::string &dir, std::string *error) {
         }
         if (!bench["rows"].empty()) {
             const std::string note = "Each figure beside the platform peak measured in the same run; the ratio is 1.0 at the "
-                                     "peak. A row is ok, missed (below its target), broken (above " + num(1.05) +
-                                     " of its peak: a broken measurement) or below baseline" +
+                                     "peak (for paired rows, the median of the per-pair ratios). A row is ok, missed (below its target), "
+                                     "broken (above " + num(1.05) + " of its peak: a broken measurement), noisy (its pairs' "
+                                     "quartiles straddle its target or baseline floor: rerun it) or below baseline" +
                                      (bench.contains("baseline") ? " (" + bench["baseline"].value("file", "") + ")" : "") +
                                      ". The same rows: bench.csv.";
             md << note << "\n\n| path | size | figure | peak (same run) | ratio | target | baseline | verdict |\n"
@@ -490,7 +492,7 @@ bool write_report(const std::string &dir, std::string *error) {
                              num(r["target"].get<double>());
                 const std::string fig = num_or_na(r["figure"]) + " " + unit, peak = num_or_na(r["peak"]) + " " + unit;
                 const std::string verdict = r.value("verdict", "");
-                const std::string base = r.contains("baseline") ? num_or_na(r["baseline"]["figure"]) + " " + unit + " (-" +
+                const std::string base = r.contains("baseline") ? "ratio " + num_or_na(r["baseline"].value("ratio", json()), "%.3f") + " (-" +
                                                                       num(100 * r["baseline"].value("tolerance", 0.0), "%.0f") + "%)"
                                                                 : "";
                 md << "| " << md_cell(r.value("path", "")) << " | " << size << " | " << fig << " | " << peak << " | "

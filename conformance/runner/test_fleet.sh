@@ -154,7 +154,7 @@ rm -rf "$work/repeat-edit2" && cp -r "$work/repeat-racy" "$work/repeat-edit2" &&
 rejected failed_run_passed "$work/repeat-edit2" "PIN-THREADS failed [0-9]+ of its runs but is 'passed'"
 
 # ---- benchmarks: CSV, verdicts, plots across sizes ----------------------------
-if [ -s "$serial/bench.csv" ] && head -n1 "$serial/bench.csv" | grep -q '^path,series,bytes,size,figure,unit,peak,ratio,requirement,target,baseline,verdict$' &&
+if [ -s "$serial/bench.csv" ] && head -n1 "$serial/bench.csv" | grep -q '^path,series,bytes,size,figure,unit,peak,ratio,ratio_lo,ratio_hi,ratio_min,ratio_max,samples,requirement,target,baseline,verdict$' &&
    [ $(($(wc -l <"$serial/bench.csv") - 1)) -eq "$(jq '.rows | length' "$serial/bench.json")" ]; then
   ok "bench.csv beside bench.json: a row per path and size, the measurements as columns"
 else bad "bench.csv is missing or does not match bench.json"; fi
@@ -187,11 +187,11 @@ jq -e '[.rows[] | select(.series == "VMM reload of a remapped slot vs raw copy i
   ok "xmc bench --json writes the CSV beside it, the verdict in its last column" || bad "no CSV beside --json, or its rows lack the verdict"
 # Baselines: written from a run, a drop beyond the tolerance fails, another device is refused.
 "$xmc" bench --from "$work/gpu-1G.json" --write-baseline "$work/base.json" --tolerance 0.05 >"$work/write-base.out" 2>&1
-jq -e '.format == "xmc-bench-baseline/1" and .device == "NVIDIA H200" and (.rows | length) > 0 and all(.rows[]; .tolerance == 0.05)' \
+jq -e '.format == "xmc-bench-baseline/2" and .device == "NVIDIA H200" and (.rows | length) > 0 and all(.rows[]; .tolerance == 0.05)' \
   "$work/base.json" >/dev/null && ok "--write-baseline wrote a baseline ($(grep -o 'check it in as .*' "$work/write-base.out"))" || bad "--write-baseline wrote no baseline"
 "$xmc" bench --from "$work/gpu-1G.json" --baseline "$work/base.json" >"$work/same-base.out" 2>&1 && ok "the run meets its own baseline" ||
   { bad "the run does not meet its own baseline:"; grep FAILED "$work/same-base.out"; }
-jq '.rows[0].figure *= 1.2' "$work/base.json" >"$work/base-high.json"
+jq '.rows[0].ratio *= 1.2' "$work/base.json" >"$work/base-high.json"
 "$xmc" bench --from "$work/gpu-1G.json" --baseline "$work/base-high.json" >"$work/below-base.out" 2>&1; rc=$?
 [ "$rc" -eq 1 ] && grep -q 'FAILED: below baseline: VMM' "$work/below-base.out" && ok "a drop of 17% against a 5% tolerance fails: $(grep -m1 'below baseline' "$work/below-base.out")" ||
   { bad "a drop below the baseline did not fail (exit $rc)"; grep -E 'FAILED|figures' "$work/below-base.out"; }

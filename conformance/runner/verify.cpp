@@ -442,16 +442,15 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
             }
     }
     for (const auto &r : member(b, {"rows"})) {
-        // The verdict follows from the ratio, the target and the baseline.
+        // The verdict follows from the ratio, its spread, the target and the baseline
+        // (which can only turn an ok or noisy row into a noisy or below-baseline one).
         const std::string v = r.value("verdict", "");
-        const double target = r.value("target", 0.0);
-        const bool has_ratio = member(r, {"ratio"}).is_number();
-        const std::string expect = has_ratio && member(r, {"ratio"}).get<double>() > kBrokenAbove     ? "broken"
-                                   : target > 0 && (!has_ratio || member(r, {"ratio"}).get<double>() < target) ? "missed"
-                                                                                                     : "";
-        if (!expect.empty() ? v != expect : (v != "ok" && v != "below baseline"))
+        const std::string expect = bench_row_verdict(r);
+        const bool by_baseline = r.contains("baseline") && (expect == "ok" || expect == "noisy") &&
+                                 (v == "noisy" || v == "below baseline");
+        if (v != expect && !by_baseline)
             p.add("bench.json: row '" + r.value("path", "") + "' has verdict '" + v + "', but its ratio, target and peak give '" +
-                  (expect.empty() ? "ok" : expect) + "'");
+                  expect + "'");
         if (v == "below baseline" && !r.contains("baseline"))
             p.add("bench.json: row '" + r.value("path", "") + "' is below a baseline it does not name");
         if (!member(r, {"ratio"}).is_number()) continue;
@@ -461,6 +460,16 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
         }
         const double f = member(r, {"figure"}).get<double>(), pk = member(r, {"peak"}).get<double>(), ratio = member(r, {"ratio"}).get<double>();
         const double want = r.value("higher_is_better", true) ? f / pk : pk / f;
+        if (r.value("samples", 0) > 0) {
+            // Paired samples: the ratio is the median of the per-pair ratios, which
+            // lies within their quartiles (not figure/peak, a ratio of two medians).
+            const RatioSpread sp = ratio_spread(r);
+            if (!member(r, {"ratio_lo"}).is_number() || !member(r, {"ratio_hi"}).is_number() ||
+                member(r, {"ratio_lo"}).get<double>() > ratio || member(r, {"ratio_hi"}).get<double>() < ratio)
+                p.add("bench.json: row '" + r.value("path", "") + "' has ratio " + std::to_string(ratio) + " of " +
+                      std::to_string(sp.samples) + " pairs outside its quartiles");
+            continue;
+        }
         if (!(std::fabs(ratio - want) <= 1e-6 * std::max(1.0, std::fabs(want))))
             p.add("bench.json: row '" + r.value("path", "") + "' has ratio " + std::to_string(ratio) +
                   ", but its figure and peak give " + std::to_string(want));
