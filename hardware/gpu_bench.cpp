@@ -108,7 +108,7 @@ struct Driver {
         *reinterpret_cast<void **>(&event_elapsed) = dlsym(lib, "cuEventElapsedTime_v2");
         if (!event_elapsed) *reinterpret_cast<void **>(&event_elapsed) = dlsym(lib, "cuEventElapsedTime");
         ok &= event_elapsed != nullptr;
-        // Optional: the fake driver has no cuMemHostAlloc (see pinned_alloc).
+        // Optional: a driver without cuMemHostAlloc gets registered memory for the pinned peak.
         *reinterpret_cast<void **>(&cuMemHostAlloc) = dlsym(lib, "cuMemHostAlloc");
         *reinterpret_cast<void **>(&cuMemFreeHost) = dlsym(lib, "cuMemFreeHost");
         return ok;
@@ -356,7 +356,7 @@ int main(int argc, char **argv) {
 
     // ---- peaks, raw driver ----
     // The pinned peak's buffer: cuMemHostAlloc (cudaHostAlloc's driver call);
-    // a driver without it (the fake) gets registered page-aligned memory.
+    // a driver without it gets registered page-aligned memory.
     void *hpinned = nullptr;
     if (d.cuMemHostAlloc) {
         CK(d.cuMemHostAlloc(&hpinned, bytes, 0));
