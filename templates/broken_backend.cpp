@@ -33,7 +33,7 @@ static int64_t release(const char *call, void *ctx, void *base, void *chunk, siz
 // TEMPLATE: base cuda: xmc::cuda::registrations(); base level_zero: xmc::ze::registrations().
 void plant(xmc_backend &) { broken_reg::steps(xmc::host::registrations()).release = release; }
 // TEMPLATE: the other tables' steps, replaced the same way:
-//   be::PinRegistry::process().lock_steps = {lock, unlock};   (pin/racy_pin_free_unlocked.cpp)
+//   be::PinRegistry::process().lock_steps = {Steps::lock, Steps::unlock};   #include "skip_lock.hpp" (pin/racy_pin_free_unlocked.cpp)
 //   broken_vmm::host_steps().map = map_anywhere;   #include "vmm_steps.hpp" (vmm/vmm_remap_moves.cpp)
 // TEMPLATE: a primitive with no ops table yet (copy, graph, transfer, pinning's driver part), or
 // the CUDA and Level Zero slots (their VmmOps types are private to their vmm.cpp), still wraps an

@@ -6,6 +6,7 @@
 // A registration bug replaces one step of the CUDA RegOps instead (register/reg_steps.hpp).
 #pragma once
 #include "cuda.hpp"
+#include "broken_entry.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -16,10 +17,7 @@ namespace xmc::broken_cuda {
 void plant(xmc_backend &t);
 
 // The correct table, for the entries a bug wraps.
-inline const xmc_backend *reference() {
-    static const xmc_backend t = [] { xmc_backend r{}; xmc::cuda::fill_table(r); return r; }();
-    return &t;
-}
+inline const xmc_backend *reference() { return broken_entry::correct<xmc::cuda::fill_table>(); }
 
 // Puts `fn` in place of the driver's cuPointerGetAttribute, once, keeping the real one in *real:
 // for the path IPC bugs that lie in how a source's memory is described to its readers.
@@ -35,16 +33,4 @@ inline void interpose_pointer_attribute(PointerAttribute fn, PointerAttribute *r
 
 } // namespace xmc::broken_cuda
 
-#define XMC_BROKEN_CUDA_BACKEND(NAME)                                                           \
-    extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t v) {                   \
-        if (v != XMC_ABI_VERSION) return nullptr;                                               \
-        static const xmc_backend table = [] {                                                   \
-            xmc_backend t{};                                                                    \
-            xmc::cuda::fill_table(t);                                                           \
-            t.name = NAME;                                                                      \
-            xmc::broken_cuda::plant(t);                                                         \
-            xmc::be::guard_table(t);  /* as the real backends: dead instances refused */        \
-            return t;                                                                           \
-        }();                                                                                    \
-        return &table;                                                                          \
-    }
+#define XMC_BROKEN_CUDA_BACKEND(NAME) XMC_BROKEN_ENTRY(NAME, xmc::cuda::fill_table, xmc::broken_cuda::plant)

@@ -6,29 +6,15 @@
 // the bug.
 #pragma once
 #include "ze.hpp"
+#include "broken_entry.hpp"
 
 namespace xmc::broken_ze {
 
 void plant(xmc_backend &t);
 
 // The correct table, for the entries a bug wraps.
-inline const xmc_backend *reference() {
-    static const xmc_backend t = [] { xmc_backend r{}; xmc::ze::fill_table(r); return r; }();
-    return &t;
-}
+inline const xmc_backend *reference() { return broken_entry::correct<xmc::ze::fill_table>(); }
 
 } // namespace xmc::broken_ze
 
-#define XMC_BROKEN_ZE_BACKEND(NAME)                                                             \
-    extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t v) {                   \
-        if (v != XMC_ABI_VERSION) return nullptr;                                               \
-        static const xmc_backend table = [] {                                                   \
-            xmc_backend t{};                                                                    \
-            xmc::ze::fill_table(t);                                                             \
-            t.name = NAME;                                                                      \
-            xmc::broken_ze::plant(t);                                                           \
-            xmc::be::guard_table(t);  /* as the real backends: dead instances refused */        \
-            return t;                                                                           \
-        }();                                                                                    \
-        return &table;                                                                          \
-    }
+#define XMC_BROKEN_ZE_BACKEND(NAME) XMC_BROKEN_ENTRY(NAME, xmc::ze::fill_table, xmc::broken_ze::plant)

@@ -6,9 +6,11 @@
 // (driver_control.hpp) injects it; a backend without one skips those tests
 // with a declared reason.
 #pragma once
+#include "boundary.hpp"
 #include "driver_control.hpp"
 #include "fixture.hpp"
 #include "os_facts.hpp"
+#include "reg_model.hpp"
 
 #include <sys/mman.h>
 
@@ -159,6 +161,19 @@ protected:
     xmc_status reg(void *p, size_t n, int32_t device, xmc_reg_info *out = nullptr) {
         xmc_reg_info info{};
         return api->reg_register(inst, p, n, device, 0, out ? out : &info);
+    }
+    // A model of this instance (its alignment policy, page size, devices) in `m`, with the ranges
+    // `spans` (offsets into the arena) registered in it and in the backend, in order. Fatal where
+    // one is refused: call it in ASSERT_NO_FATAL_FAILURE.
+    void registered_model(model::RegModel &m, std::initializer_list<Span> spans) {
+        m = model::RegModel{};
+        m.policy = policy_;
+        m.page = page_size();
+        m.devices = devices_;
+        for (const Span &x : spans) {
+            ASSERT_EQ(m.reg(x.base, x.size, 0), XMC_OK);
+            XMC_ASSERT_STATUS(XMC_OK, reg(arena_.base + x.base, x.size, 0));
+        }
     }
 
     // A copy, on a stream of `device`, from registered memory at `p` to device

@@ -189,29 +189,24 @@ struct FreeBase : Free {
     }
 };
 
-struct Ref : PinCmd {
+// pin_ref and pin_unref of an address in a known block: one command but for the call (the
+// model's and the backend's) and its name.
+template <xmc_status (PinModel::*ModelOp)(const PinAddr &), auto BackendOp, const char *Name>
+struct RefCount : PinCmd {
     PinAddr a;
     void checkPreconditions(const PinModel &m) const override { RC_PRE(known(m, a)); }
-    explicit Ref(const PinModel &m) : a(*gen_addr(m, true)) {}
-    void apply(PinModel &m) const override { m.ref(a); }
+    explicit RefCount(const PinModel &m) : a(*gen_addr(m, true)) {}
+    void apply(PinModel &m) const override { (m.*ModelOp)(a); }
     void run(const PinModel &m, PinSut &s) const override {
         PinModel next = m;
-        RC_ASSERT(s.api->pin_ref(s.inst, s.resolve(a)) == next.ref(a));
+        RC_ASSERT((s.api->*BackendOp)(s.inst, s.resolve(a)) == (next.*ModelOp)(a));
     }
-    void show(std::ostream &os) const override { os << "ref(" << show_addr(a) << ")"; }
+    void show(std::ostream &os) const override { os << Name << "(" << show_addr(a) << ")"; }
 };
-
-struct Unref : PinCmd {
-    PinAddr a;
-    void checkPreconditions(const PinModel &m) const override { RC_PRE(known(m, a)); }
-    explicit Unref(const PinModel &m) : a(*gen_addr(m, true)) {}
-    void apply(PinModel &m) const override { m.unref(a); }
-    void run(const PinModel &m, PinSut &s) const override {
-        PinModel next = m;
-        RC_ASSERT(s.api->pin_unref(s.inst, s.resolve(a)) == next.unref(a));
-    }
-    void show(std::ostream &os) const override { os << "unref(" << show_addr(a) << ")"; }
-};
+inline constexpr char kRefName[] = "ref";
+inline constexpr char kUnrefName[] = "unref";
+using Ref = RefCount<&PinModel::ref, &xmc_backend::pin_ref, kRefName>;
+using Unref = RefCount<&PinModel::unref, &xmc_backend::pin_unref, kUnrefName>;
 
 struct Query : PinCmd {
     PinAddr a;

@@ -213,14 +213,8 @@ TEST_P(RegTest, REG_DOUBLE_EveryBoundaryClassAgreesWithTheModel) {
     for (const RegLayout &l : kRegLayouts) {
         SCOPED_TRACE(l.what);
         RegModel m;
-        m.policy = policy_;
-        m.page = pg;
-        m.devices = devices_;
         const Span a{l.first * pg, l.first_pages * pg}, b{l.second * pg, l.second_pages * pg};
-        for (const Span &x : {a, b}) {
-            ASSERT_EQ(m.reg(x.base, x.size, 0), XMC_OK);
-            XMC_ASSERT_STATUS(XMC_OK, reg(arena_.base + x.base, x.size, 0));
-        }
+        ASSERT_NO_FATAL_FAILURE(registered_model(m, {a, b}));
         for (const BoundaryRange &c : boundary_ranges(a, b, 4, pg)) {
             RegModel next = m;
             const xmc_status want = next.reg(c.addr, c.len, 0);
@@ -280,14 +274,8 @@ TEST_P(RegTest, REG_UNREG_BASE_EveryBoundaryClassButTheRecordedBaseIsRefused) {
     for (const RegLayout &l : kRegLayouts) {
         SCOPED_TRACE(l.what);
         RegModel m;
-        m.policy = policy_;
-        m.page = pg;
-        m.devices = devices_;
         const Span a{l.first * pg, l.first_pages * pg}, b{l.second * pg, l.second_pages * pg};
-        for (const Span &x : {a, b}) {
-            ASSERT_EQ(m.reg(x.base, x.size, 0), XMC_OK);
-            XMC_ASSERT_STATUS(XMC_OK, reg(arena_.base + x.base, x.size, 0));
-        }
+        ASSERT_NO_FATAL_FAILURE(registered_model(m, {a, b}));
         std::vector<std::pair<size_t, std::string>> addrs;
         for (const BoundaryRange &c : boundary_ranges(a, b, 4, pg)) {
             const std::string what = std::string(boundary_name(c.cls)) + ": " + c.what;

@@ -114,8 +114,7 @@ std::vector<std::pair<const char *, Case>> refuse_cases() {
 
 TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_BufferTooSmallOnOneRank) {
     for (const auto &[name, c] : refuse_cases()) {
-        RunSpec spec;
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        RunSpec spec = refusal_spec();
         spec.tweak = [](const RankEnv &env, Side &, Side &, xmc_transfer_args &a, xmc_group &) {
             if (env.world_rank == kBadRank) a.target.capacity -= 1;  // dense: one element short
         };
@@ -127,8 +126,7 @@ TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_BufferTooSmallOnOneRank) {
 
 TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_SourceAndTargetOverlap) {
     for (const auto &[name, c] : refuse_cases()) {
-        RunSpec spec;
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        RunSpec spec = refusal_spec();
         spec.tweak = [](const RankEnv &env, Side &src, Side &tgt, xmc_transfer_args &a, xmc_group &) {
             if (env.world_rank != kBadRank) return;
             // The target now lies in the source's storage (grown to hold it).
@@ -146,10 +144,7 @@ TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_ElementSizeMismatchBetweenRanks) {
     for (const auto &[name, c] : refuse_cases()) {
         Case other = c;
         other.elem = 2;
-        RunSpec spec;
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
-        spec.case_of = [&](const RankEnv &env) -> const Case & { return env.world_rank == kBadRank ? other : c; };
-        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        EXPECT_TRUE(all_ranks_passed(run(c, bad_rank_runs(c, other), [](const RankEnv &, const RankResult &r, Failures &f) {
             refused_untouched(r, f);
         }))) << name;
     }
@@ -157,8 +152,7 @@ TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_ElementSizeMismatchBetweenRanks) {
 
 TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_MissingBinding) {
     for (const auto &[name, c] : refuse_cases()) {
-        RunSpec spec;
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        RunSpec spec = refusal_spec();
         spec.tweak = [](const RankEnv &env, Side &, Side &, xmc_transfer_args &a, xmc_group &) {
             if (env.world_rank == kBadRank) a.source.ptr = nullptr;  // the plan reads this rank
         };
@@ -175,8 +169,7 @@ TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_TargetShardThePlanNeverWrites) {
         if (r != kBadRank) others.push_back(r);
     const Case c = make_case(aff::split_even(kShape, 0, labels_of(world().size())), aff::split_even(kShape, 1, others), 4, 4096);
     const Case declared = make_case(c.source, aff::split_even(kShape, 1, labels_of(world().size())), 4, 4096);
-    RunSpec spec;
-    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    RunSpec spec = refusal_spec();
     spec.tweak = [&](const RankEnv &env, Side &, Side &tgt, xmc_transfer_args &a, xmc_group &) {
         if (env.world_rank != kBadRank) return;
         const Memory mem = tgt.mem;
@@ -201,8 +194,7 @@ TEST_P(TransferTest, AFF_REFUSE_BEFORE_WRITE_MalformedGroupIsInvalidArgument) {
         {"no group", [](xmc_transfer_args &a, xmc_group &) { a.group = nullptr; }},
     };
     for (const auto &[name, breaker] : breaks) {
-        RunSpec spec;
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        RunSpec spec = refusal_spec();
         spec.tweak = [&breaker = breaker](const RankEnv &, Side &, Side &, xmc_transfer_args &a, xmc_group &g) {
             breaker(a, g);
         };
@@ -416,18 +408,18 @@ TEST_P(HostileTest, AFF_REFUSE_BEFORE_WRITE_TargetBufferAtEveryBoundaryClass) {
 
 // ===================== AFF-AGREE =====================
 
+// Every rank refuses (that nothing was written is AFF-REFUSE-BEFORE-WRITE's).
+void all_refuse(const RankEnv &, const RankResult &r, Failures &f) {
+    if (r.status != XMC_ERR_REFUSED) f.push_back(std::string("expected refused, got ") + xmc_status_string(r.status));
+}
+
 // World rank 1 runs another request than the others, valid on its own. All must refuse.
 TEST_P(TransferTest, AFF_AGREE_DifferentPlansAllRefuse) {
     const std::vector<int> all = labels_of(world().size());
     const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 4096);
     const Case other = make_case(aff::block_cyclic(kShape, 0, 1, all), aff::split_even(kShape, 1, all), 4, 4096);
     ASSERT_NE(c.plan.digest, other.plan.digest);
-    RunSpec spec;
-    spec.op_timeout_ms = kRefusalOpTimeoutMs;
-    spec.case_of = [&](const RankEnv &env) -> const Case & { return env.world_rank == kBadRank ? other : c; };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
-        if (r.status != XMC_ERR_REFUSED) f.push_back(std::string("expected refused, got ") + xmc_status_string(r.status));
-    })));
+    EXPECT_TRUE(all_ranks_passed(run(c, bad_rank_runs(c, other), all_refuse)));
 }
 
 TEST_P(TransferTest, AFF_AGREE_DifferentElementSizesAllRefuse) {
@@ -435,12 +427,7 @@ TEST_P(TransferTest, AFF_AGREE_DifferentElementSizesAllRefuse) {
     const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 4096);
     Case other = c;
     other.elem = 2;
-    RunSpec spec;
-    spec.op_timeout_ms = kRefusalOpTimeoutMs;
-    spec.case_of = [&](const RankEnv &env) -> const Case & { return env.world_rank == kBadRank ? other : c; };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
-        if (r.status != XMC_ERR_REFUSED) f.push_back(std::string("expected refused, got ") + xmc_status_string(r.status));
-    })));
+    EXPECT_TRUE(all_ranks_passed(run(c, bad_rank_runs(c, other), all_refuse)));
 }
 
 TEST_P(TransferTest, AFF_AGREE_DifferentBudgetsAllRefuse) {
@@ -448,12 +435,7 @@ TEST_P(TransferTest, AFF_AGREE_DifferentBudgetsAllRefuse) {
     const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 4096);
     Case other = c;
     other.budget = 64;
-    RunSpec spec;
-    spec.op_timeout_ms = kRefusalOpTimeoutMs;
-    spec.case_of = [&](const RankEnv &env) -> const Case & { return env.world_rank == kBadRank ? other : c; };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
-        if (r.status != XMC_ERR_REFUSED) f.push_back(std::string("expected refused, got ") + xmc_status_string(r.status));
-    })));
+    EXPECT_TRUE(all_ranks_passed(run(c, bad_rank_runs(c, other), all_refuse)));
 }
 
 // ===================== AFF-STAGING =====================

@@ -98,8 +98,7 @@ TEST_P(TransferTest, AFF_MAP_FLAT_FlatShardOnUnevenlySpacedBufferRefusedBeforeAn
     ASSERT_FALSE(aff::validate(zero).has_value());
     Case c = make_case(aff::split_even(kShape, 0, all), zero, 4, 4096);
     c.tgt_layout[kBadRank] = make_layout(bad->shard_shape, row_major_order(bad->shard_shape), 1, 3, 0, 0);
-    RunSpec spec;
-    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    RunSpec spec = refusal_spec();
     EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
         refused_untouched(r, f);
     })));
@@ -166,8 +165,7 @@ TEST_P(TransferTest, AFF_LAYOUT_ElementSizeDiffersFromThePlansAllRefuse) {
 // Ranks whose callers give different layouts for the same plan refuse as for differing plans.
 TEST_P(TransferTest, AFF_LAYOUT_RanksGivenDifferentLayoutsAllRefuse) {
     const Case c = mixed_case(4096);
-    RunSpec spec;
-    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    RunSpec spec = refusal_spec();
     spec.tweak_layouts = [](const RankEnv &env, std::vector<xmc_plan_layout> &layouts) {
         if (env.world_rank != kBadRank) return;
         for (xmc_plan_layout &l : layouts)

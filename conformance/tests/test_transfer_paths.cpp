@@ -147,6 +147,15 @@ TEST_P(TransferTest, AFF_PATH_EveryPathIsTakenOrRefusedByEveryRank) {
     }
 }
 
+// Exact targets, the path reported for every peer with data, and bytes on the transport exactly
+// where the path says (staged: every byte once; otherwise none).
+void moved_as_reported(const RankEnv &env, const RankResult &r, Failures &f) {
+    status_ok(r, f);
+    arrived(r, f);
+    paths_reported(env, r, f);
+    traffic_by_path(r, f);
+}
+
 // On each path taken here: exact targets, the path reported for every peer with data, and bytes
 // on the transport exactly where the path says (staged: every byte once; otherwise none).
 TEST_P(TransferTest, AFF_PATH_EachPathTakenMovesTheDataAsReported) {
@@ -154,22 +163,12 @@ TEST_P(TransferTest, AFF_PATH_EachPathTakenMovesTheDataAsReported) {
     for (xmc_path p : paths_to_test()) {
         RunSpec spec;
         spec.path = p;
-        EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
-            status_ok(r, f);
-            arrived(r, f);
-            paths_reported(env, r, f);
-            traffic_by_path(r, f);
-        }))) << "path " << path_str(p);
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, moved_as_reported))) << "path " << path_str(p);
     }
     // Left to the backend: a path for every peer with data, and none for the others.
     RunSpec own;
     own.path = XMC_PATH_AUTO;
-    EXPECT_TRUE(all_ranks_passed(run(c, own, [](const RankEnv &env, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        arrived(r, f);
-        paths_reported(env, r, f);
-        traffic_by_path(r, f);
-    }))) << "the backend's own choice";
+    EXPECT_TRUE(all_ranks_passed(run(c, own, moved_as_reported))) << "the backend's own choice";
 }
 
 // Sources in slots (VMM memory rather than dev_alloc's), on each path taken here: exact targets
@@ -220,8 +219,7 @@ TEST_P(TransferTest, AFF_PATH_RanksWhoseChoicesDifferAllRefuse) {
     for (const bool others_force : {true, false}) {  // the others force `common`, or leave it to the backend
         const xmc_path mine = others_force ? common : XMC_PATH_AUTO;
         const xmc_path bad = others_force ? other : (h.chosen == common ? other : common);
-        RunSpec spec;
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        RunSpec spec = refusal_spec();
         spec.path_of = [&](const RankEnv &env) { return int(env.world_rank == kBadRank ? bad : mine); };
         EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
             refused_before_any_message(r, f);

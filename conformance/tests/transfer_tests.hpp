@@ -262,6 +262,20 @@ constexpr int kBadRank = 1;
 // Refusals come from the agreement; a backend that goes on to move data meets this bound instead.
 constexpr uint32_t kRefusalOpTimeoutMs = 2000;
 
+// A refusal's run: every rank's operations bounded by kRefusalOpTimeoutMs.
+inline RunSpec refusal_spec() {
+    RunSpec spec;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    return spec;
+}
+// A refusal's run in which world rank kBadRank runs `other` and every other rank `c` (both outlive
+// the run).
+inline RunSpec bad_rank_runs(const Case &c, const Case &other) {
+    RunSpec spec = refusal_spec();
+    spec.case_of = [&c, &other](const RankEnv &env) -> const Case & { return env.world_rank == kBadRank ? other : c; };
+    return spec;
+}
+
 // Ranks that meet a failure must return an error within this bound: every rank may wait out one
 // operation timeout in turn, plus a slack for a loaded machine.
 constexpr uint32_t kOpTimeoutMs = 300;

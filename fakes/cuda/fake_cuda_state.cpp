@@ -308,13 +308,9 @@ __attribute__((constructor)) void on_load() {
     load_config_locked(g);
 }
 
-// On unload or exit: stop the stream workers (dropping queued work) so no
-// thread runs this library's code after it is gone. A worker stuck in a host
-// function for more than a few seconds is left behind (detached).
-__attribute__((destructor)) void on_unload() {
-    if (g_forked_after_init.load() || getpid() != g_loaded_pid) return;  // not our workers
-    State& g = state();
-    std::unique_lock<std::mutex> lk(g.mu);
+// Every stream's worker (live, retired, each context's null stream) told to stop, and woken; the
+// streams, to wait for their workers (g.mu held).
+std::vector<std::shared_ptr<Stream>> abandon_all_streams_locked(State& g) {
     std::vector<std::shared_ptr<Stream>> all;
     for (auto& [h, s] : g.streams) all.push_back(s);
     for (auto& s : g.retired) all.push_back(s);
@@ -322,6 +318,17 @@ __attribute__((destructor)) void on_unload() {
         if (c->null_stream) all.push_back(c->null_stream);
     for (auto& s : all) s->abandon = true;
     g.cv.notify_all();
+    return all;
+}
+
+// On unload or exit: stop the stream workers (dropping queued work) so no
+// thread runs this library's code after it is gone. A worker stuck in a host
+// function for more than a few seconds is left behind (detached).
+__attribute__((destructor)) void on_unload() {
+    if (g_forked_after_init.load() || getpid() != g_loaded_pid) return;  // not our workers
+    State& g = state();
+    std::unique_lock<std::mutex> lk(g.mu);
+    const std::vector<std::shared_ptr<Stream>> all = abandon_all_streams_locked(g);
     g.cv.wait_for(lk, std::chrono::seconds(5), [&] {
         return std::all_of(all.begin(), all.end(), [](auto& s) { return s->exited; });
     });
@@ -419,13 +426,7 @@ std::string ledger_locked(size_t* live_out) {
 
 void free_all_locked(std::unique_lock<std::mutex>& lk) {
     State& g = state();
-    std::vector<std::shared_ptr<Stream>> all;
-    for (auto& [h, s] : g.streams) all.push_back(s);
-    for (auto& s : g.retired) all.push_back(s);
-    for (auto& [h, c] : g.contexts)
-        if (c->null_stream) all.push_back(c->null_stream);
-    for (auto& s : all) s->abandon = true;
-    g.cv.notify_all();
+    const std::vector<std::shared_ptr<Stream>> all = abandon_all_streams_locked(g);
     g.cv.wait(lk, [&] { return std::all_of(all.begin(), all.end(), [](auto& s) { return s->exited; }); });
     for (auto& s : all)
         if (s->worker.joinable()) s->worker.join();

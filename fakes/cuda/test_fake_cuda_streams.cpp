@@ -29,29 +29,44 @@ void CUDA_CB callback_calls_driver(void* u) {
     p->thread = std::this_thread::get_id();
 }
 
-TEST_F(FakeCuda, DriverCallsFromAHostCallbackAreRefused) {
-    retain(0);
+// Two streams and an event, and the probe of a host function that calls the driver on them.
+struct CallbackRig {
     CUstream s = nullptr, other = nullptr;
     CUevent ev = nullptr;
-    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuStreamCreate(&other, 0), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuEventCreate(&ev, 0), CUDA_SUCCESS);
     CallbackProbe p;
-    p.a = &a;
-    p.other = other;
-    p.ev = ev;
-    ASSERT_EQ(a.cuLaunchHostFunc(s, callback_calls_driver, &p), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
-    EXPECT_EQ(p.alloc, CUDA_ERROR_NOT_PERMITTED);
-    EXPECT_EQ(p.record, CUDA_ERROR_NOT_PERMITTED);
-    EXPECT_EQ(p.query, CUDA_ERROR_NOT_PERMITTED);
-    EXPECT_EQ(p.current, CUDA_ERROR_NOT_PERMITTED);
-    EXPECT_EQ(p.name, CUDA_SUCCESS);  // pure lookups are allowed
-    EXPECT_NE(p.thread, std::this_thread::get_id());
+};
+void make_rig(Api& a, CallbackRig& r) {
+    ASSERT_EQ(a.cuStreamCreate(&r.s, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamCreate(&r.other, 0), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuEventCreate(&r.ev, 0), CUDA_SUCCESS);
+    r.p.a = &a;
+    r.p.other = r.other;
+    r.p.ev = r.ev;
+}
+// The host function, on stream s, run to its end.
+void run_rig(Api& a, CallbackRig& r) {
+    ASSERT_EQ(a.cuLaunchHostFunc(r.s, callback_calls_driver, &r.p), CUDA_SUCCESS);
+    ASSERT_EQ(a.cuStreamSynchronize(r.s), CUDA_SUCCESS);
+}
+void destroy_rig(Api& a, CallbackRig& r) {
+    EXPECT_EQ(a.cuEventDestroy(r.ev), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(r.other), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamDestroy(r.s), CUDA_SUCCESS);
+}
+
+TEST_F(FakeCuda, DriverCallsFromAHostCallbackAreRefused) {
+    retain(0);
+    CallbackRig r;
+    ASSERT_NO_FATAL_FAILURE(make_rig(a, r));
+    ASSERT_NO_FATAL_FAILURE(run_rig(a, r));
+    EXPECT_EQ(r.p.alloc, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(r.p.record, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(r.p.query, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(r.p.current, CUDA_ERROR_NOT_PERMITTED);
+    EXPECT_EQ(r.p.name, CUDA_SUCCESS);  // pure lookups are allowed
+    EXPECT_NE(r.p.thread, std::this_thread::get_id());
     EXPECT_GE(a.call_count("cuMemAlloc_v2"), 1u);
-    EXPECT_EQ(a.cuEventDestroy(ev), CUDA_SUCCESS);
-    EXPECT_EQ(a.cuStreamDestroy(other), CUDA_SUCCESS);
-    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    destroy_rig(a, r);
     release(0);
 }
 
@@ -59,18 +74,10 @@ TEST_F(FakeCuda, DriverCallsFromAHostCallbackAreRefused) {
 // (VMM-CALLBACK) reads this record, and learns a callback thread from a callback of its own.
 TEST_F(FakeCuda, EveryCallIsRecordedWithItsThreadAndWhetherInsideAHostFunction) {
     retain(0);
-    CUstream s = nullptr, other = nullptr;
-    CUevent ev = nullptr;
-    ASSERT_EQ(a.cuStreamCreate(&s, 0), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuStreamCreate(&other, 0), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuEventCreate(&ev, 0), CUDA_SUCCESS);
-    CallbackProbe p;
-    p.a = &a;
-    p.other = other;
-    p.ev = ev;
+    CallbackRig r;
+    ASSERT_NO_FATAL_FAILURE(make_rig(a, r));
     a.reset_call_records();
-    ASSERT_EQ(a.cuLaunchHostFunc(s, callback_calls_driver, &p), CUDA_SUCCESS);
-    ASSERT_EQ(a.cuStreamSynchronize(s), CUDA_SUCCESS);
+    ASSERT_NO_FATAL_FAILURE(run_rig(a, r));
     std::vector<xmc_fake_cuda_call_record> recs(64);
     const size_t n = a.call_records(recs.data(), recs.size());
     ASSERT_GE(n, 6u);
@@ -84,12 +91,12 @@ TEST_F(FakeCuda, EveryCallIsRecordedWithItsThreadAndWhetherInsideAHostFunction) 
     // The five calls of the host function (refused or not): inside it, on the callback thread.
     std::vector<std::string> inside;
     int64_t cb = 0;
-    for (const auto& r : recs)
-        if (r.in_host_callback) {
-            inside.push_back(r.entry);
-            EXPECT_EQ(r.on_callback_thread, 1);
-            EXPECT_NE(r.tid, me);
-            cb = r.tid;
+    for (const auto& rec : recs)
+        if (rec.in_host_callback) {
+            inside.push_back(rec.entry);
+            EXPECT_EQ(rec.on_callback_thread, 1);
+            EXPECT_NE(rec.tid, me);
+            cb = rec.tid;
         }
     EXPECT_EQ(inside, (std::vector<std::string>{"cuMemAlloc", "cuEventRecord", "cuStreamQuery", "cuCtxGetCurrent",
                                                 "cuGetErrorName"}));
@@ -97,11 +104,9 @@ TEST_F(FakeCuda, EveryCallIsRecordedWithItsThreadAndWhetherInsideAHostFunction) 
     // Only the records since the reset are kept, and the count says how many calls there were.
     a.reset_call_records();
     EXPECT_EQ(a.call_records(nullptr, 0), 0u);
-    EXPECT_EQ(a.cuStreamQuery(s), CUDA_SUCCESS);
+    EXPECT_EQ(a.cuStreamQuery(r.s), CUDA_SUCCESS);
     EXPECT_EQ(a.call_records(nullptr, 0), 1u);
-    EXPECT_EQ(a.cuEventDestroy(ev), CUDA_SUCCESS);
-    EXPECT_EQ(a.cuStreamDestroy(other), CUDA_SUCCESS);
-    EXPECT_EQ(a.cuStreamDestroy(s), CUDA_SUCCESS);
+    destroy_rig(a, r);
     release(0);
 }
 

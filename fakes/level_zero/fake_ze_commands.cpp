@@ -38,10 +38,6 @@ Event* event_of(ze_event_handle_t h) {
     return it == S().events.end() ? nullptr : &it->second;
 }
 
-ze_result_t bad_handle(const void* h) {
-    return h == nullptr ? ZE_RESULT_ERROR_INVALID_NULL_HANDLE : ZE_RESULT_ERROR_INVALID_ARGUMENT;
-}
-
 // Waits on S().cv until pred() holds; timeout in nanoseconds, UINT64_MAX = forever.
 template <class Pred>
 bool wait_for(Lock& lock, uint64_t timeout_ns, Pred pred) {
@@ -209,10 +205,8 @@ ze_result_t ZE_APICALL CommandQueueCreate(ze_context_handle_t hContext, ze_devic
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
-    Context* c = context_of(hContext);
-    if (c == nullptr) return bad_handle(hContext);
-    Device* d = device_of(hDevice);
-    if (d == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    const auto [looked_up, c, d] = context_and_device(hContext, hDevice);
+    if (looked_up != ZE_RESULT_SUCCESS) return looked_up;
     if (phCommandQueue == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (ze_result_t r = check_queue_desc(desc); r != ZE_RESULT_SUCCESS) return r;
     if (!context_has(*c, d->native)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -286,10 +280,8 @@ ze_result_t ZE_APICALL CommandListCreate(ze_context_handle_t hContext, ze_device
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
-    Context* c = context_of(hContext);
-    if (c == nullptr) return bad_handle(hContext);
-    Device* d = device_of(hDevice);
-    if (d == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    const auto [looked_up, c, d] = context_and_device(hContext, hDevice);
+    if (looked_up != ZE_RESULT_SUCCESS) return looked_up;
     if (desc == nullptr || phCommandList == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (desc->commandQueueGroupOrdinal != 0) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
     if (!context_has(*c, d->native)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -309,10 +301,8 @@ ze_result_t ZE_APICALL CommandListCreateImmediate(ze_context_handle_t hContext, 
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
-    Context* c = context_of(hContext);
-    if (c == nullptr) return bad_handle(hContext);
-    Device* d = device_of(hDevice);
-    if (d == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    const auto [looked_up, c, d] = context_and_device(hContext, hDevice);
+    if (looked_up != ZE_RESULT_SUCCESS) return looked_up;
     if (phCommandList == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (ze_result_t r = check_queue_desc(altdesc); r != ZE_RESULT_SUCCESS) return r;
     if (!context_has(*c, d->native)) return ZE_RESULT_ERROR_INVALID_ARGUMENT;

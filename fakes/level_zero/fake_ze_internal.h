@@ -257,6 +257,24 @@ Device* device_of(ze_device_handle_t h);
 Context* context_of(ze_context_handle_t h);
 ze_device_handle_t device_handle(uint32_t native);
 bool context_has(const Context& c, uint32_t native);
+// A handle that names no live object: NULL is ZE_RESULT_ERROR_INVALID_NULL_HANDLE, any other
+// ZE_RESULT_ERROR_INVALID_ARGUMENT.
+inline ze_result_t bad_handle(const void* h) {
+    return h == nullptr ? ZE_RESULT_ERROR_INVALID_NULL_HANDLE : ZE_RESULT_ERROR_INVALID_ARGUMENT;
+}
+// The context and device a create call names (lock held), both live; else the error to return.
+struct ContextDevice {
+    ze_result_t result = ZE_RESULT_SUCCESS;
+    Context* c = nullptr;
+    Device* d = nullptr;
+};
+inline ContextDevice context_and_device(ze_context_handle_t hContext, ze_device_handle_t hDevice) {
+    Context* c = context_of(hContext);
+    if (c == nullptr) return {bad_handle(hContext)};
+    Device* d = device_of(hDevice);
+    if (d == nullptr) return {ZE_RESULT_ERROR_INVALID_NULL_HANDLE};
+    return {ZE_RESULT_SUCCESS, c, d};
+}
 
 // Memory classification for copies (lock held). check_range is the append-time check:
 // ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY for a registration not mapped for `device`,

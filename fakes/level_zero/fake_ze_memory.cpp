@@ -26,10 +26,6 @@ namespace {
 
 bool is_pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
 
-ze_result_t bad_context(ze_context_handle_t h) {
-    return h == nullptr ? ZE_RESULT_ERROR_INVALID_NULL_HANDLE : ZE_RESULT_ERROR_INVALID_ARGUMENT;
-}
-
 // The live allocation (host, device or registration) that contains p, or null.
 Alloc* alloc_containing(uintptr_t p) {
     auto& m = S().allocs;
@@ -162,7 +158,7 @@ ze_result_t ZE_APICALL MemAllocHost(ze_context_handle_t hContext, const ze_host_
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     if (host_desc == nullptr || pptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (alignment != 0 && !is_pow2(alignment)) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
     const xmc_ze_external_memmap_sysmem_ext_desc_t* ext = nullptr;
@@ -198,10 +194,8 @@ ze_result_t ZE_APICALL MemAllocDevice(ze_context_handle_t hContext, const ze_dev
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
-    Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
-    Device* d = device_of(hDevice);
-    if (d == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    const auto [looked_up, c, d] = context_and_device(hContext, hDevice);
+    if (looked_up != ZE_RESULT_SUCCESS) return looked_up;
     if (device_desc == nullptr || pptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (!context_has(*c, d->native)) return ZE_RESULT_ERROR_DEVICE_LOST;
     if (alignment != 0 && !is_pow2(alignment)) return ZE_RESULT_ERROR_UNSUPPORTED_ALIGNMENT;
@@ -233,7 +227,7 @@ ze_result_t ZE_APICALL MemFree(ze_context_handle_t hContext, void* ptr) {
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     if (ptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     auto it = s.allocs.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == s.allocs.end() || it->second.ctx != c->id) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -248,7 +242,7 @@ ze_result_t ZE_APICALL MemGetAllocProperties(ze_context_handle_t hContext, const
     FaultOutcome f = enter("zeMemGetAllocProperties");
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
-    if (context_of(hContext) == nullptr) return bad_context(hContext);
+    if (context_of(hContext) == nullptr) return bad_handle(hContext);
     if (ptr == nullptr || props == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     Alloc* a = alloc_containing(reinterpret_cast<uintptr_t>(ptr));
     if (phDevice != nullptr) *phDevice = nullptr;
@@ -271,7 +265,7 @@ ze_result_t ZE_APICALL MemGetAddressRange(ze_context_handle_t hContext, const vo
     FaultOutcome f = enter("zeMemGetAddressRange");
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
-    if (context_of(hContext) == nullptr) return bad_context(hContext);
+    if (context_of(hContext) == nullptr) return bad_handle(hContext);
     if (ptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     Alloc* a = alloc_containing(reinterpret_cast<uintptr_t>(ptr));
     if (a == nullptr) return ZE_RESULT_ERROR_INVALID_ARGUMENT;
@@ -358,7 +352,7 @@ ze_result_t ZE_APICALL VirtualMemQueryPageSize(ze_context_handle_t hContext, ze_
     FaultOutcome f = enter("zeVirtualMemQueryPageSize");
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
-    if (context_of(hContext) == nullptr) return bad_context(hContext);
+    if (context_of(hContext) == nullptr) return bad_handle(hContext);
     if (device_of(hDevice) == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
     if (pagesize == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     (void)size;
@@ -375,7 +369,7 @@ ze_result_t ZE_APICALL VirtualMemReserve(ze_context_handle_t hContext, const voi
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     if (pptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (size == 0 || size % kVmmPage != 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
     (void)pStart;
@@ -396,7 +390,7 @@ ze_result_t ZE_APICALL VirtualMemFree(ze_context_handle_t hContext, const void* 
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     if (ptr == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     auto it = s.reservations.find(reinterpret_cast<uintptr_t>(ptr));
     if (it == s.reservations.end() || it->second.ctx != c->id || it->second.size != size)
@@ -419,10 +413,8 @@ ze_result_t ZE_APICALL PhysicalMemCreate(ze_context_handle_t hContext, ze_device
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
-    Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
-    Device* d = device_of(hDevice);
-    if (d == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_HANDLE;
+    const auto [looked_up, c, d] = context_and_device(hContext, hDevice);
+    if (looked_up != ZE_RESULT_SUCCESS) return looked_up;
     if (desc == nullptr || phPhysicalMemory == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     if (!context_has(*c, d->native)) return ZE_RESULT_ERROR_DEVICE_LOST;
     if (desc->size == 0 || desc->size % kVmmPage != 0) return ZE_RESULT_ERROR_UNSUPPORTED_SIZE;
@@ -452,7 +444,7 @@ ze_result_t ZE_APICALL PhysicalMemDestroy(ze_context_handle_t hContext, ze_physi
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     auto it = s.physmems.find(handle_id(hPhysicalMemory, Kind::PhysMem));
     if (it == s.physmems.end() || it->second.ctx != c->id) {
         if (hPhysicalMemory && s.destroyed.count(handle_id(hPhysicalMemory, Kind::PhysMem)))
@@ -477,7 +469,7 @@ ze_result_t ZE_APICALL VirtualMemMap(ze_context_handle_t hContext, const void* p
     State& s = S();
     std::lock_guard<std::mutex> lock(s.mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     ze_result_t code = ZE_RESULT_SUCCESS;
     Reservation* r = vm_range(*c, ptr, size, code);
     if (r == nullptr) return code;
@@ -520,7 +512,7 @@ ze_result_t ZE_APICALL VirtualMemUnmap(ze_context_handle_t hContext, const void*
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     ze_result_t code = ZE_RESULT_SUCCESS;
     Reservation* r = vm_range(*c, ptr, size, code);
     if (r == nullptr) return code;
@@ -541,7 +533,7 @@ ze_result_t ZE_APICALL VirtualMemSetAccessAttribute(ze_context_handle_t hContext
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     ze_result_t code = ZE_RESULT_SUCCESS;
     Reservation* r = vm_range(*c, ptr, size, code);
     if (r == nullptr) return code;
@@ -562,7 +554,7 @@ ze_result_t ZE_APICALL VirtualMemGetAccessAttribute(ze_context_handle_t hContext
     if (f.result != ZE_RESULT_SUCCESS) return f.result;
     std::lock_guard<std::mutex> lock(S().mu);
     Context* c = context_of(hContext);
-    if (c == nullptr) return bad_context(hContext);
+    if (c == nullptr) return bad_handle(hContext);
     if (ptr == nullptr || access == nullptr || outSize == nullptr) return ZE_RESULT_ERROR_INVALID_NULL_POINTER;
     const uintptr_t p = reinterpret_cast<uintptr_t>(ptr);
     Reservation* r = reservation_containing(p);

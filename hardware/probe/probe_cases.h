@@ -123,8 +123,9 @@ struct Case {
 };
 
 // The fixed list of cases, in recording order: the cases of the first two
-// recordings (probe_cases.cpp), then each area's (probe_cases_<area>.cpp), in
-// the order cases() appends them. Each case is written once, beside its code.
+// recordings (probe_recorded_<area>.cpp, listed in probe_cases.cpp),
+// then each area's (probe_cases_<area>.cpp), in the order cases() appends
+// them. Each case is written once, beside its code.
 const std::vector<Case>& cases();
 std::vector<Case> core_cases();     // devices, contexts, peers, error names, wait value
 std::vector<Case> memory_cases();   // registration, device memory, per-call limits

@@ -149,16 +149,6 @@ Outcome c_capture_op(P& p, int which) {
         default: TRY(p.d.cuEventRecord(e, s)); return res(p, p.d.cuEventQuery(e), "cuEventQuery of an event recorded in the capture");
     }
 }
-Outcome c_capture_htod_registered(P& p) { return c_capture_op(p, 0); }
-Outcome c_capture_htod_pageable(P& p) { return c_capture_op(p, 1); }
-Outcome c_capture_event_record(P& p) { return c_capture_op(p, 2); }
-Outcome c_capture_wait_event_outside(P& p) { return c_capture_op(p, 3); }
-Outcome c_capture_launch_host_func(P& p) { return c_capture_op(p, 4); }
-Outcome c_capture_wait_value32(P& p) { return c_capture_op(p, 5); }
-Outcome c_capture_stream_synchronize(P& p) { return c_capture_op(p, 6); }
-Outcome c_capture_stream_query(P& p) { return c_capture_op(p, 7); }
-Outcome c_capture_event_synchronize_captured(P& p) { return c_capture_op(p, 8); }
-Outcome c_capture_event_query_captured(P& p) { return c_capture_op(p, 9); }
 
 // A fork into a second stream (an event recorded in the capture, waited on
 // by another stream) that is never joined back: cuStreamEndCapture's answer.
@@ -251,33 +241,6 @@ constexpr CUstreamCaptureMode kGlobal = CU_STREAM_CAPTURE_MODE_GLOBAL;
 constexpr CUstreamCaptureMode kLocal = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
 constexpr CUstreamCaptureMode kRelaxed = CU_STREAM_CAPTURE_MODE_RELAXED;
 
-Outcome c_capture_global_same_thread_mem_map(P& p) { return c_capture_call(p, kGlobal, false, Call::map, false); }
-Outcome c_capture_global_other_thread_mem_map(P& p) { return c_capture_call(p, kGlobal, true, Call::map, false); }
-Outcome c_capture_global_other_thread_mem_map_end(P& p) { return c_capture_call(p, kGlobal, true, Call::map, true); }
-Outcome c_capture_global_same_thread_mem_unmap(P& p) { return c_capture_call(p, kGlobal, false, Call::unmap, false); }
-Outcome c_capture_global_other_thread_mem_unmap(P& p) { return c_capture_call(p, kGlobal, true, Call::unmap, false); }
-Outcome c_capture_global_other_thread_mem_unmap_end(P& p) { return c_capture_call(p, kGlobal, true, Call::unmap, true); }
-Outcome c_capture_global_same_thread_htod_sync(P& p) { return c_capture_call(p, kGlobal, false, Call::htod_sync, false); }
-Outcome c_capture_global_other_thread_htod_sync(P& p) { return c_capture_call(p, kGlobal, true, Call::htod_sync, false); }
-Outcome c_capture_thread_local_same_thread_htod_sync(P& p) { return c_capture_call(p, kLocal, false, Call::htod_sync, false); }
-Outcome c_capture_relaxed_same_thread_htod_sync(P& p) { return c_capture_call(p, kRelaxed, false, Call::htod_sync, false); }
-Outcome c_capture_global_same_thread_htod_sync_end(P& p) { return c_capture_call(p, kGlobal, false, Call::htod_sync, true); }
-Outcome c_capture_global_same_thread_mem_alloc(P& p) { return c_capture_call(p, kGlobal, false, Call::alloc, false); }
-Outcome c_capture_global_other_thread_mem_alloc(P& p) { return c_capture_call(p, kGlobal, true, Call::alloc, false); }
-Outcome c_capture_thread_local_same_thread_mem_alloc(P& p) { return c_capture_call(p, kLocal, false, Call::alloc, false); }
-Outcome c_capture_thread_local_other_thread_mem_alloc(P& p) { return c_capture_call(p, kLocal, true, Call::alloc, false); }
-Outcome c_capture_relaxed_same_thread_mem_alloc(P& p) { return c_capture_call(p, kRelaxed, false, Call::alloc, false); }
-Outcome c_capture_global_same_thread_mem_alloc_end(P& p) { return c_capture_call(p, kGlobal, false, Call::alloc, true); }
-Outcome c_capture_global_other_thread_mem_alloc_end(P& p) { return c_capture_call(p, kGlobal, true, Call::alloc, true); }
-Outcome c_capture_global_same_thread_register(P& p) { return c_capture_call(p, kGlobal, false, Call::reg, false); }
-Outcome c_capture_global_other_thread_register(P& p) { return c_capture_call(p, kGlobal, true, Call::reg, false); }
-Outcome c_capture_thread_local_same_thread_register(P& p) { return c_capture_call(p, kLocal, false, Call::reg, false); }
-Outcome c_capture_thread_local_other_thread_register(P& p) { return c_capture_call(p, kLocal, true, Call::reg, false); }
-Outcome c_capture_relaxed_same_thread_register(P& p) { return c_capture_call(p, kRelaxed, false, Call::reg, false); }
-Outcome c_capture_global_other_thread_register_end(P& p) { return c_capture_call(p, kGlobal, true, Call::reg, true); }
-Outcome c_capture_global_legacy_stream_memset(P& p) { return c_capture_call(p, kGlobal, false, Call::legacy_memset, false); }
-Outcome c_capture_global_legacy_stream_memset_end(P& p) { return c_capture_call(p, kGlobal, false, Call::legacy_memset, true); }
-
 // -- graphs
 // A graph of [host function `gate` (if any), memset of n bytes at a],
 // captured on s and instantiated; the exec is NOT destroyed at cleanup (the
@@ -353,8 +316,6 @@ Outcome c_graph_exec_destroy_running(P& p, int which) {
     if (r != CUDA_SUCCESS) return word("skipped", 0, "cuGraphExecDestroy answered " + result_name(p.d, r));
     return yes_no(ms >= 500, note);
 }
-Outcome c_graph_exec_destroy_while_running(P& p) { return c_graph_exec_destroy_running(p, 0); }
-Outcome c_graph_exec_destroy_while_running_waits(P& p) { return c_graph_exec_destroy_running(p, 1); }
 
 // Second operations and operations on destroyed graphs (which: 0 exec
 // destroyed twice, 1 graph destroyed twice, 2 launch of a destroyed exec,
@@ -405,10 +366,6 @@ Outcome c_graph_destroyed(P& p, int which) {
     CUresult sr = p.d.cuStreamSynchronize(s);
     return res(p, r, note + "; stream sync " + result_name(p.d, sr));
 }
-Outcome c_graph_exec_destroy_twice(P& p) { return c_graph_destroyed(p, 0); }
-Outcome c_graph_destroy_twice(P& p) { return c_graph_destroyed(p, 1); }
-Outcome c_graph_launch_destroyed_exec(P& p) { return c_graph_destroyed(p, 2); }
-Outcome c_graph_launch_after_graph_destroyed(P& p) { return c_graph_destroyed(p, 3); }
 
 // A graph whose captured copy reads a slot range; before the launch the
 // range is unmapped, its handle released, and a new handle (other contents)
@@ -476,8 +433,6 @@ Outcome c_graph_unmapped_slot(P& p, int which) {
                        ", stream sync " + result_name(p.d, sr);
     return res(p, which == 0 ? lr : sr, note);
 }
-Outcome c_graph_launch_into_unmapped_slot(P& p) { return c_graph_unmapped_slot(p, 0); }
-Outcome c_graph_launch_into_unmapped_slot_sync(P& p) { return c_graph_unmapped_slot(p, 1); }
 
 }  // namespace
 
@@ -498,98 +453,98 @@ std::vector<Case> capture_cases() {
          "cuStreamIsCapturing of a capturing stream", nullptr},
         {"capture_get_info_after_refused_sync", Setup::ctx, c_capture_get_info_after_refused_sync,
          "cuStreamGetCaptureInfo's status after a refused synchronize", nullptr},
-        {"capture_htod_registered", Setup::ctx, c_capture_htod_registered,
+        {"capture_htod_registered", Setup::ctx, with<c_capture_op, 0>,
          "capture cuMemcpyHtoDAsync from registered memory", nullptr},
-        {"capture_htod_pageable", Setup::ctx, c_capture_htod_pageable,
+        {"capture_htod_pageable", Setup::ctx, with<c_capture_op, 1>,
          "capture cuMemcpyHtoDAsync from pageable memory", nullptr},
-        {"capture_event_record", Setup::ctx, c_capture_event_record, "capture cuEventRecord", nullptr},
-        {"capture_wait_event_outside", Setup::ctx, c_capture_wait_event_outside,
+        {"capture_event_record", Setup::ctx, with<c_capture_op, 2>, "capture cuEventRecord", nullptr},
+        {"capture_wait_event_outside", Setup::ctx, with<c_capture_op, 3>,
          "capture cuStreamWaitEvent on an event recorded outside the capture", nullptr},
-        {"capture_launch_host_func", Setup::ctx, c_capture_launch_host_func, "capture cuLaunchHostFunc", nullptr},
-        {"capture_wait_value32", Setup::ctx, c_capture_wait_value32, "capture cuStreamWaitValue32", nullptr},
-        {"capture_stream_synchronize", Setup::ctx, c_capture_stream_synchronize,
+        {"capture_launch_host_func", Setup::ctx, with<c_capture_op, 4>, "capture cuLaunchHostFunc", nullptr},
+        {"capture_wait_value32", Setup::ctx, with<c_capture_op, 5>, "capture cuStreamWaitValue32", nullptr},
+        {"capture_stream_synchronize", Setup::ctx, with<c_capture_op, 6>,
          "cuStreamSynchronize of a capturing stream", nullptr},
-        {"capture_stream_query", Setup::ctx, c_capture_stream_query, "cuStreamQuery of a capturing stream", nullptr},
-        {"capture_event_synchronize_captured", Setup::ctx, c_capture_event_synchronize_captured,
+        {"capture_stream_query", Setup::ctx, with<c_capture_op, 7>, "cuStreamQuery of a capturing stream", nullptr},
+        {"capture_event_synchronize_captured", Setup::ctx, with<c_capture_op, 8>,
          "cuEventSynchronize of an event recorded in a capture", nullptr},
-        {"capture_event_query_captured", Setup::ctx, c_capture_event_query_captured,
+        {"capture_event_query_captured", Setup::ctx, with<c_capture_op, 9>,
          "cuEventQuery of an event recorded in a capture", nullptr},
         {"capture_fork_unjoined_end", Setup::ctx, c_capture_fork_unjoined_end,
          "cuStreamEndCapture with a forked stream never joined", nullptr},
         {"capture_graph_runs_copies", Setup::ctx, c_capture_graph_runs_copies,
          "a captured memset + copy, launched, gives the data", nullptr},
-        {"capture_global_same_thread_mem_map", Setup::ctx, c_capture_global_same_thread_mem_map,
+        {"capture_global_same_thread_mem_map", Setup::ctx, with<c_capture_call, kGlobal, false, Call::map, false>,
          "cuMemMap on the capturing thread during a global capture", nullptr},
-        {"capture_global_other_thread_mem_map", Setup::ctx, c_capture_global_other_thread_mem_map,
+        {"capture_global_other_thread_mem_map", Setup::ctx, with<c_capture_call, kGlobal, true, Call::map, false>,
          "cuMemMap on another thread during a global capture", nullptr},
-        {"capture_global_other_thread_mem_map_end", Setup::ctx, c_capture_global_other_thread_mem_map_end,
+        {"capture_global_other_thread_mem_map_end", Setup::ctx, with<c_capture_call, kGlobal, true, Call::map, true>,
          "cuStreamEndCapture after a cuMemMap on another thread", nullptr},
-        {"capture_global_same_thread_mem_unmap", Setup::ctx, c_capture_global_same_thread_mem_unmap,
+        {"capture_global_same_thread_mem_unmap", Setup::ctx, with<c_capture_call, kGlobal, false, Call::unmap, false>,
          "cuMemUnmap on the capturing thread during a global capture", nullptr},
-        {"capture_global_other_thread_mem_unmap", Setup::ctx, c_capture_global_other_thread_mem_unmap,
+        {"capture_global_other_thread_mem_unmap", Setup::ctx, with<c_capture_call, kGlobal, true, Call::unmap, false>,
          "cuMemUnmap on another thread during a global capture", nullptr},
-        {"capture_global_other_thread_mem_unmap_end", Setup::ctx, c_capture_global_other_thread_mem_unmap_end,
+        {"capture_global_other_thread_mem_unmap_end", Setup::ctx, with<c_capture_call, kGlobal, true, Call::unmap, true>,
          "cuStreamEndCapture after a cuMemUnmap on another thread", nullptr},
-        {"capture_global_same_thread_htod_sync", Setup::ctx, c_capture_global_same_thread_htod_sync,
+        {"capture_global_same_thread_htod_sync", Setup::ctx, with<c_capture_call, kGlobal, false, Call::htod_sync, false>,
          "cuMemcpyHtoD on the capturing thread during a global capture", nullptr},
-        {"capture_global_other_thread_htod_sync", Setup::ctx, c_capture_global_other_thread_htod_sync,
+        {"capture_global_other_thread_htod_sync", Setup::ctx, with<c_capture_call, kGlobal, true, Call::htod_sync, false>,
          "cuMemcpyHtoD on another thread during a global capture", nullptr},
-        {"capture_thread_local_same_thread_htod_sync", Setup::ctx, c_capture_thread_local_same_thread_htod_sync,
+        {"capture_thread_local_same_thread_htod_sync", Setup::ctx, with<c_capture_call, kLocal, false, Call::htod_sync, false>,
          "cuMemcpyHtoD on the capturing thread during a thread-local capture", nullptr},
-        {"capture_relaxed_same_thread_htod_sync", Setup::ctx, c_capture_relaxed_same_thread_htod_sync,
+        {"capture_relaxed_same_thread_htod_sync", Setup::ctx, with<c_capture_call, kRelaxed, false, Call::htod_sync, false>,
          "cuMemcpyHtoD on the capturing thread during a relaxed capture", nullptr},
-        {"capture_global_same_thread_htod_sync_end", Setup::ctx, c_capture_global_same_thread_htod_sync_end,
+        {"capture_global_same_thread_htod_sync_end", Setup::ctx, with<c_capture_call, kGlobal, false, Call::htod_sync, true>,
          "cuStreamEndCapture after a cuMemcpyHtoD on the capturing thread", nullptr},
-        {"capture_global_same_thread_mem_alloc", Setup::ctx, c_capture_global_same_thread_mem_alloc,
+        {"capture_global_same_thread_mem_alloc", Setup::ctx, with<c_capture_call, kGlobal, false, Call::alloc, false>,
          "cuMemAlloc on the capturing thread during a global capture", nullptr},
-        {"capture_global_other_thread_mem_alloc", Setup::ctx, c_capture_global_other_thread_mem_alloc,
+        {"capture_global_other_thread_mem_alloc", Setup::ctx, with<c_capture_call, kGlobal, true, Call::alloc, false>,
          "cuMemAlloc on another thread during a global capture", nullptr},
-        {"capture_thread_local_same_thread_mem_alloc", Setup::ctx, c_capture_thread_local_same_thread_mem_alloc,
+        {"capture_thread_local_same_thread_mem_alloc", Setup::ctx, with<c_capture_call, kLocal, false, Call::alloc, false>,
          "cuMemAlloc on the capturing thread during a thread-local capture", nullptr},
-        {"capture_thread_local_other_thread_mem_alloc", Setup::ctx, c_capture_thread_local_other_thread_mem_alloc,
+        {"capture_thread_local_other_thread_mem_alloc", Setup::ctx, with<c_capture_call, kLocal, true, Call::alloc, false>,
          "cuMemAlloc on another thread during a thread-local capture", nullptr},
-        {"capture_relaxed_same_thread_mem_alloc", Setup::ctx, c_capture_relaxed_same_thread_mem_alloc,
+        {"capture_relaxed_same_thread_mem_alloc", Setup::ctx, with<c_capture_call, kRelaxed, false, Call::alloc, false>,
          "cuMemAlloc on the capturing thread during a relaxed capture", nullptr},
-        {"capture_global_same_thread_mem_alloc_end", Setup::ctx, c_capture_global_same_thread_mem_alloc_end,
+        {"capture_global_same_thread_mem_alloc_end", Setup::ctx, with<c_capture_call, kGlobal, false, Call::alloc, true>,
          "cuStreamEndCapture after a cuMemAlloc on the capturing thread", nullptr},
-        {"capture_global_other_thread_mem_alloc_end", Setup::ctx, c_capture_global_other_thread_mem_alloc_end,
+        {"capture_global_other_thread_mem_alloc_end", Setup::ctx, with<c_capture_call, kGlobal, true, Call::alloc, true>,
          "cuStreamEndCapture after a cuMemAlloc on another thread", nullptr},
-        {"capture_global_same_thread_register", Setup::ctx, c_capture_global_same_thread_register,
+        {"capture_global_same_thread_register", Setup::ctx, with<c_capture_call, kGlobal, false, Call::reg, false>,
          "cuMemHostRegister on the capturing thread during a global capture", nullptr},
-        {"capture_global_other_thread_register", Setup::ctx, c_capture_global_other_thread_register,
+        {"capture_global_other_thread_register", Setup::ctx, with<c_capture_call, kGlobal, true, Call::reg, false>,
          "cuMemHostRegister on another thread during a global capture", nullptr},
-        {"capture_thread_local_same_thread_register", Setup::ctx, c_capture_thread_local_same_thread_register,
+        {"capture_thread_local_same_thread_register", Setup::ctx, with<c_capture_call, kLocal, false, Call::reg, false>,
          "cuMemHostRegister on the capturing thread during a thread-local capture", nullptr},
-        {"capture_thread_local_other_thread_register", Setup::ctx, c_capture_thread_local_other_thread_register,
+        {"capture_thread_local_other_thread_register", Setup::ctx, with<c_capture_call, kLocal, true, Call::reg, false>,
          "cuMemHostRegister on another thread during a thread-local capture", nullptr},
-        {"capture_relaxed_same_thread_register", Setup::ctx, c_capture_relaxed_same_thread_register,
+        {"capture_relaxed_same_thread_register", Setup::ctx, with<c_capture_call, kRelaxed, false, Call::reg, false>,
          "cuMemHostRegister on the capturing thread during a relaxed capture", nullptr},
-        {"capture_global_other_thread_register_end", Setup::ctx, c_capture_global_other_thread_register_end,
+        {"capture_global_other_thread_register_end", Setup::ctx, with<c_capture_call, kGlobal, true, Call::reg, true>,
          "cuStreamEndCapture after a cuMemHostRegister on another thread", nullptr},
-        {"capture_global_legacy_stream_memset", Setup::ctx, c_capture_global_legacy_stream_memset,
+        {"capture_global_legacy_stream_memset", Setup::ctx, with<c_capture_call, kGlobal, false, Call::legacy_memset, false>,
          "cuMemsetD8Async on the legacy stream while a blocking stream captures", nullptr},
-        {"capture_global_legacy_stream_memset_end", Setup::ctx, c_capture_global_legacy_stream_memset_end,
+        {"capture_global_legacy_stream_memset_end", Setup::ctx, with<c_capture_call, kGlobal, false, Call::legacy_memset, true>,
          "cuStreamEndCapture after that legacy-stream memset", nullptr},
         {"graph_instantiate_null_graph", Setup::ctx, c_graph_instantiate_null_graph,
          "cuGraphInstantiateWithFlags of a NULL graph", nullptr},
         {"graph_launch_null_exec", Setup::ctx, c_graph_launch_null_exec, "cuGraphLaunch of a NULL exec", nullptr},
         {"graph_launch_twice_at_once", Setup::ctx, c_graph_launch_twice_at_once,
          "cuGraphLaunch while the same exec's launch is in flight", nullptr},
-        {"graph_exec_destroy_while_running", Setup::ctx, c_graph_exec_destroy_while_running,
+        {"graph_exec_destroy_while_running", Setup::ctx, with<c_graph_exec_destroy_running, 0>,
          "cuGraphExecDestroy while its launch is in flight", nullptr, true},
-        {"graph_exec_destroy_while_running_waits", Setup::ctx, c_graph_exec_destroy_while_running_waits,
+        {"graph_exec_destroy_while_running_waits", Setup::ctx, with<c_graph_exec_destroy_running, 1>,
          "does cuGraphExecDestroy wait for the launch in flight", nullptr, true},
-        {"graph_exec_destroy_twice", Setup::ctx, c_graph_exec_destroy_twice, "cuGraphExecDestroy twice", nullptr},
-        {"graph_destroy_twice", Setup::ctx, c_graph_destroy_twice, "cuGraphDestroy twice", nullptr},
-        {"graph_launch_destroyed_exec", Setup::ctx, c_graph_launch_destroyed_exec,
+        {"graph_exec_destroy_twice", Setup::ctx, with<c_graph_destroyed, 0>, "cuGraphExecDestroy twice", nullptr},
+        {"graph_destroy_twice", Setup::ctx, with<c_graph_destroyed, 1>, "cuGraphDestroy twice", nullptr},
+        {"graph_launch_destroyed_exec", Setup::ctx, with<c_graph_destroyed, 2>,
          "cuGraphLaunch of a destroyed exec", nullptr},
-        {"graph_launch_after_graph_destroyed", Setup::ctx, c_graph_launch_after_graph_destroyed,
+        {"graph_launch_after_graph_destroyed", Setup::ctx, with<c_graph_destroyed, 3>,
          "cuGraphLaunch of an exec whose graph was destroyed", nullptr},
         {"graph_vmm_remap_reads_new_backing", Setup::ctx, c_graph_vmm_remap_reads_new_backing,
          "a graph's copy from a slot range remapped after instantiation reads the new backing", nullptr},
-        {"graph_launch_into_unmapped_slot", Setup::ctx, c_graph_launch_into_unmapped_slot,
+        {"graph_launch_into_unmapped_slot", Setup::ctx, with<c_graph_unmapped_slot, 0>,
          "cuGraphLaunch of a memset into a slot range unmapped after instantiation", nullptr, true},
-        {"graph_launch_into_unmapped_slot_sync", Setup::ctx, c_graph_launch_into_unmapped_slot_sync,
+        {"graph_launch_into_unmapped_slot_sync", Setup::ctx, with<c_graph_unmapped_slot, 1>,
          "then the stream's synchronize", nullptr, true},
     };
 }

@@ -58,12 +58,6 @@ Outcome c_copy_1d(P& p, int which) {
         }
     }
 }
-Outcome c_copy_1d_past_end(P& p) { return c_copy_1d(p, 0); }
-Outcome c_copy_1d_null_destination(P& p) { return c_copy_1d(p, 2); }
-Outcome c_copy_1d_pageable_host_source(P& p) { return c_copy_1d(p, 3); }
-Outcome c_copy_1d_into_released_slot(P& p) { return c_copy_1d(p, 4); }
-Outcome c_copy_htod_null_source(P& p) { return c_copy_1d(p, 6); }
-Outcome c_copy_htod_size_max(P& p) { return c_copy_1d(p, 7); }
 
 // -- 2-D: host (pageable) rows into a 64 KiB device allocation, 4 rows of 128
 // bytes at pitch 256; `which` spoils one field.
@@ -72,16 +66,7 @@ Outcome c_copy_2d(P& p, int which) {
     CUstream s = stream(p, cl);
     CUdeviceptr a = dalloc(p, cl, 1 << 16);
     std::vector<char> host(1 << 18, 0);  // larger than any source span below
-    CUDA_MEMCPY2D c;
-    std::memset(&c, 0, sizeof c);
-    c.srcMemoryType = CU_MEMORYTYPE_HOST;
-    c.srcHost = host.data();
-    c.srcPitch = 256;
-    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
-    c.dstDevice = a;
-    c.dstPitch = 256;
-    c.WidthInBytes = 128;
-    c.Height = 4;
+    CUDA_MEMCPY2D c = rows_htod(host.data(), 256, a);
     const CUDA_MEMCPY2D* arg = &c;
     std::string note;
     switch (which) {
@@ -111,15 +96,6 @@ Outcome c_copy_2d(P& p, int which) {
     }
     return synced(p, s, p.d.cuMemcpy2DAsync(arg, s), note);
 }
-Outcome c_copy_2d_dst_pitch_smaller_than_width(P& p) { return c_copy_2d(p, 0); }
-Outcome c_copy_2d_single_row_pitch_smaller(P& p) { return c_copy_2d(p, 1); }
-Outcome c_copy_2d_height_zero(P& p) { return c_copy_2d(p, 2); }
-Outcome c_copy_2d_past_allocation(P& p) { return c_copy_2d(p, 4); }
-Outcome c_copy_2d_null_desc(P& p) { return c_copy_2d(p, 6); }
-Outcome c_copy_2d_bad_memory_type(P& p) { return c_copy_2d(p, 7); }
-Outcome c_copy_2d_array_null(P& p) { return c_copy_2d(p, 8); }
-Outcome c_copy_2d_into_released_slot(P& p) { return c_copy_2d(p, 9); }
-Outcome c_copy_2d_huge_pitch(P& p) { return c_copy_2d(p, 11); }
 
 // -- 3-D: device to device, 2 slices of 4 rows of 128 bytes, pitch 256, slice
 // height 4, in 64 KiB allocations; `which` spoils one field.
@@ -153,13 +129,6 @@ Outcome c_copy_3d(P& p, int which) {
     }
     return synced(p, s, p.d.cuMemcpy3DAsync(arg, s), note);
 }
-Outcome c_copy_3d_src_height_smaller(P& p) { return c_copy_3d(p, 0); }
-Outcome c_copy_3d_pitch_smaller_than_width(P& p) { return c_copy_3d(p, 1); }
-Outcome c_copy_3d_past_allocation(P& p) { return c_copy_3d(p, 2); }
-Outcome c_copy_3d_null_desc(P& p) { return c_copy_3d(p, 3); }
-Outcome c_copy_3d_nonzero_lod(P& p) { return c_copy_3d(p, 4); }
-Outcome c_copy_3d_depth_zero(P& p) { return c_copy_3d(p, 5); }
-Outcome c_copy_3d_into_released_slot(P& p) { return c_copy_3d(p, 6); }
 
 // -- after a failed copy
 Outcome c_copy_refused_then_valid(P& p) {
@@ -209,59 +178,55 @@ Outcome c_copy_fault(P& p, int which) {
     p.d.cuStreamDestroy(s2);
     return res(p, r2, note + "; then memset on a new stream and its synchronize");
 }
-Outcome c_copy_fault_sync(P& p) { return c_copy_fault(p, 0); }
-Outcome c_copy_fault_unmap_waits(P& p) { return c_copy_fault(p, 1); }
-Outcome c_copy_fault_then_mem_alloc(P& p) { return c_copy_fault(p, 2); }
-Outcome c_copy_fault_then_new_stream(P& p) { return c_copy_fault(p, 3); }
 
 }  // namespace
 
 std::vector<Case> copy_cases() {
     return {
-        {"copy_1d_past_end", Setup::ctx, c_copy_1d_past_end, "cuMemcpyAsync one byte past the allocations", nullptr},
-        {"copy_1d_null_destination", Setup::ctx, c_copy_1d_null_destination, "cuMemcpyAsync to address 0", nullptr},
-        {"copy_1d_pageable_host_source", Setup::ctx, c_copy_1d_pageable_host_source,
+        {"copy_1d_past_end", Setup::ctx, with<c_copy_1d, 0>, "cuMemcpyAsync one byte past the allocations", nullptr},
+        {"copy_1d_null_destination", Setup::ctx, with<c_copy_1d, 2>, "cuMemcpyAsync to address 0", nullptr},
+        {"copy_1d_pageable_host_source", Setup::ctx, with<c_copy_1d, 3>,
          "cuMemcpyAsync from unregistered host memory", nullptr},
-        {"copy_1d_into_released_slot", Setup::ctx, c_copy_1d_into_released_slot,
+        {"copy_1d_into_released_slot", Setup::ctx, with<c_copy_1d, 4>,
          "cuMemcpyAsync into a slot range unmapped after use", kRefusedNotCrashed},
-        {"copy_htod_null_source", Setup::ctx, c_copy_htod_null_source, "cuMemcpyHtoDAsync from NULL", nullptr},
-        {"copy_htod_size_max", Setup::ctx, c_copy_htod_size_max, "cuMemcpyHtoDAsync of SIZE_MAX bytes", nullptr},
-        {"copy_2d_dst_pitch_smaller_than_width", Setup::ctx, c_copy_2d_dst_pitch_smaller_than_width,
+        {"copy_htod_null_source", Setup::ctx, with<c_copy_1d, 6>, "cuMemcpyHtoDAsync from NULL", nullptr},
+        {"copy_htod_size_max", Setup::ctx, with<c_copy_1d, 7>, "cuMemcpyHtoDAsync of SIZE_MAX bytes", nullptr},
+        {"copy_2d_dst_pitch_smaller_than_width", Setup::ctx, with<c_copy_2d, 0>,
          "cuMemcpy2DAsync with dstPitch < WidthInBytes", nullptr},
-        {"copy_2d_single_row_pitch_smaller", Setup::ctx, c_copy_2d_single_row_pitch_smaller,
+        {"copy_2d_single_row_pitch_smaller", Setup::ctx, with<c_copy_2d, 1>,
          "cuMemcpy2DAsync of one row with srcPitch < WidthInBytes", nullptr},
-        {"copy_2d_height_zero", Setup::ctx, c_copy_2d_height_zero, "cuMemcpy2DAsync of Height 0", nullptr},
-        {"copy_2d_past_allocation", Setup::ctx, c_copy_2d_past_allocation,
+        {"copy_2d_height_zero", Setup::ctx, with<c_copy_2d, 2>, "cuMemcpy2DAsync of Height 0", nullptr},
+        {"copy_2d_past_allocation", Setup::ctx, with<c_copy_2d, 4>,
          "cuMemcpy2DAsync whose rows run past the allocation", nullptr},
-        {"copy_2d_null_desc", Setup::ctx, c_copy_2d_null_desc, "cuMemcpy2DAsync(NULL)", nullptr},
-        {"copy_2d_bad_memory_type", Setup::ctx, c_copy_2d_bad_memory_type, "cuMemcpy2DAsync with memory type 0",
+        {"copy_2d_null_desc", Setup::ctx, with<c_copy_2d, 6>, "cuMemcpy2DAsync(NULL)", nullptr},
+        {"copy_2d_bad_memory_type", Setup::ctx, with<c_copy_2d, 7>, "cuMemcpy2DAsync with memory type 0",
          nullptr},
-        {"copy_2d_array_null", Setup::ctx, c_copy_2d_array_null, "cuMemcpy2DAsync from a NULL CUDA array",
+        {"copy_2d_array_null", Setup::ctx, with<c_copy_2d, 8>, "cuMemcpy2DAsync from a NULL CUDA array",
          nullptr},
-        {"copy_2d_into_released_slot", Setup::ctx, c_copy_2d_into_released_slot,
+        {"copy_2d_into_released_slot", Setup::ctx, with<c_copy_2d, 9>,
          "cuMemcpy2DAsync into a slot range unmapped after use", nullptr},
-        {"copy_2d_huge_pitch", Setup::ctx, c_copy_2d_huge_pitch, "cuMemcpy2DAsync with a 4 GiB source pitch",
+        {"copy_2d_huge_pitch", Setup::ctx, with<c_copy_2d, 11>, "cuMemcpy2DAsync with a 4 GiB source pitch",
          nullptr},
-        {"copy_3d_src_height_smaller", Setup::ctx, c_copy_3d_src_height_smaller,
+        {"copy_3d_src_height_smaller", Setup::ctx, with<c_copy_3d, 0>,
          "cuMemcpy3DAsync with srcHeight < Height over two slices", nullptr},
-        {"copy_3d_pitch_smaller_than_width", Setup::ctx, c_copy_3d_pitch_smaller_than_width,
+        {"copy_3d_pitch_smaller_than_width", Setup::ctx, with<c_copy_3d, 1>,
          "cuMemcpy3DAsync with srcPitch < WidthInBytes", nullptr},
-        {"copy_3d_past_allocation", Setup::ctx, c_copy_3d_past_allocation,
+        {"copy_3d_past_allocation", Setup::ctx, with<c_copy_3d, 2>,
          "cuMemcpy3DAsync whose slices run past the allocations", nullptr},
-        {"copy_3d_null_desc", Setup::ctx, c_copy_3d_null_desc, "cuMemcpy3DAsync(NULL)", nullptr},
-        {"copy_3d_nonzero_lod", Setup::ctx, c_copy_3d_nonzero_lod, "cuMemcpy3DAsync with srcLOD 1", nullptr},
-        {"copy_3d_depth_zero", Setup::ctx, c_copy_3d_depth_zero, "cuMemcpy3DAsync of Depth 0", nullptr},
-        {"copy_3d_into_released_slot", Setup::ctx, c_copy_3d_into_released_slot,
+        {"copy_3d_null_desc", Setup::ctx, with<c_copy_3d, 3>, "cuMemcpy3DAsync(NULL)", nullptr},
+        {"copy_3d_nonzero_lod", Setup::ctx, with<c_copy_3d, 4>, "cuMemcpy3DAsync with srcLOD 1", nullptr},
+        {"copy_3d_depth_zero", Setup::ctx, with<c_copy_3d, 5>, "cuMemcpy3DAsync of Depth 0", nullptr},
+        {"copy_3d_into_released_slot", Setup::ctx, with<c_copy_3d, 6>,
          "cuMemcpy3DAsync into a slot range unmapped after use", nullptr},
         {"copy_refused_then_valid", Setup::ctx, c_copy_refused_then_valid,
          "after a refused copy, a valid copy on the same stream and its synchronize", nullptr},
-        {"copy_fault_sync", Setup::ctx, c_copy_fault_sync,
+        {"copy_fault_sync", Setup::ctx, with<c_copy_fault, 0>,
          "a queued copy whose slot range is unmapped before it runs: the stream's synchronize", nullptr, true},
-        {"copy_fault_unmap_waits", Setup::ctx, c_copy_fault_unmap_waits,
+        {"copy_fault_unmap_waits", Setup::ctx, with<c_copy_fault, 1>,
          "does cuMemUnmap wait for a queued copy into the range", nullptr, true},
-        {"copy_fault_then_mem_alloc", Setup::ctx, c_copy_fault_then_mem_alloc,
+        {"copy_fault_then_mem_alloc", Setup::ctx, with<c_copy_fault, 2>,
          "after that copy, cuMemAlloc in the same context", nullptr, true},
-        {"copy_fault_then_new_stream", Setup::ctx, c_copy_fault_then_new_stream,
+        {"copy_fault_then_new_stream", Setup::ctx, with<c_copy_fault, 3>,
          "after that copy, work on a new stream and its synchronize", nullptr, true},
     };
 }

@@ -81,9 +81,6 @@ Outcome c_ctx_released_primary(P& p, bool use) {
     p.d.cuCtxPopCurrent(&x);
     return res(p, m, "cuMemAlloc in a released primary context (pushed: CUDA_SUCCESS)");
 }
-Outcome c_ctx_push_released_primary(P& p) { return c_ctx_released_primary(p, false); }
-Outcome c_ctx_released_primary_mem_alloc(P& p) { return c_ctx_released_primary(p, true); }
-
 
 // -- peer access and peer copies
 Outcome c_can_access_peer_same_device(P& p) {
@@ -142,9 +139,6 @@ Outcome c_memcpy_peer(P& p, int which) {
     CUresult sr = p.d.cuStreamSynchronize(s);
     return res(p, r, std::string(note) + "; stream sync " + result_name(p.d, sr));
 }
-Outcome c_memcpy_peer_null_context(P& p) { return c_memcpy_peer(p, 0); }
-Outcome c_memcpy_peer_past_end(P& p) { return c_memcpy_peer(p, 1); }
-Outcome c_memcpy_peer_freed_source(P& p) { return c_memcpy_peer(p, 2); }
 
 CUDA_MEMCPY3D_PEER peer_3d(CUdeviceptr dst, CUcontext dctx, CUdeviceptr src, CUcontext sctx) {
     CUDA_MEMCPY3D_PEER c;
@@ -179,26 +173,12 @@ Outcome c_memcpy_3d_peer(P& p, int which) {
     CUresult sr = p.d.cuStreamSynchronize(s);
     return res(p, r, std::string(note) + "; stream sync " + result_name(p.d, sr));
 }
-Outcome c_memcpy_3d_peer_null_desc(P& p) { return c_memcpy_3d_peer(p, 0); }
-Outcome c_memcpy_3d_peer_null_context(P& p) { return c_memcpy_3d_peer(p, 1); }
-Outcome c_memcpy_3d_peer_pitch_smaller_than_width(P& p) { return c_memcpy_3d_peer(p, 2); }
 
 Outcome c_memcpy_peer_between_devices_no_peer_access(P& p) {
     Cleanup cl;
     CUstream s = stream(p, cl);
     CUdeviceptr a0 = dalloc(p, cl, 1 << 16);
-    TRY(p.d.cuCtxSetCurrent(p.ctx[1]));
-    CUdeviceptr a1 = 0;
-    CUresult ar = p.d.cuMemAlloc(&a1, 1 << 16);
-    TRY(p.d.cuCtxSetCurrent(p.ctx[0]));
-    if (ar != CUDA_SUCCESS) throw SetupFailed{ar, "cuMemAlloc(device 1)"};
-    Driver* d = &p.d;
-    cl.add([d, c1 = p.ctx[1], a1] {
-        d->cuCtxPushCurrent(c1);
-        d->cuMemFree(a1);
-        CUcontext x = nullptr;
-        d->cuCtxPopCurrent(&x);
-    });
+    CUdeviceptr a1 = dalloc_device1(p, cl, 1 << 16);
     CUresult r = p.d.cuMemcpyPeerAsync(a1, p.ctx[1], a0, p.ctx[0], 1 << 16, s);
     CUresult sr = p.d.cuStreamSynchronize(s);
     return res(p, r, "device 0 to device 1, peer access never enabled; sync " + result_name(p.d, sr));
@@ -252,11 +232,6 @@ Outcome c_wait_value(P& p, int which) {
     CUresult sr = p.d.cuStreamSynchronize(s);
     return res(p, r, note + "; stream sync " + result_name(p.d, sr));
 }
-Outcome c_wait_value32_unaligned(P& p) { return c_wait_value(p, 0); }
-Outcome c_wait_value32_host_pointer(P& p) { return c_wait_value(p, 1); }
-Outcome c_wait_value32_bad_flags(P& p) { return c_wait_value(p, 2); }
-Outcome c_wait_value32_freed_memory(P& p) { return c_wait_value(p, 4); }
-Outcome c_wait_value32_registered_host(P& p) { return c_wait_value(p, 5); }
 
 }  // namespace
 
@@ -286,9 +261,9 @@ std::vector<Case> core_cases() {
         {"primary_ctx_release_twice", Setup::init, c_primary_ctx_release_twice,
          "cuDevicePrimaryCtxRelease twice after one retain", nullptr},
         {"ctx_push_null", Setup::ctx, c_ctx_push_null, "cuCtxPushCurrent(NULL)", nullptr},
-        {"ctx_push_released_primary", Setup::init, c_ctx_push_released_primary,
+        {"ctx_push_released_primary", Setup::init, with<c_ctx_released_primary, false>,
          "cuCtxPushCurrent of a primary context released to no retains", nullptr},
-        {"ctx_released_primary_mem_alloc", Setup::init, c_ctx_released_primary_mem_alloc,
+        {"ctx_released_primary_mem_alloc", Setup::init, with<c_ctx_released_primary, true>,
          "cuMemAlloc with a released primary context pushed", nullptr},
         {"can_access_peer_same_device", Setup::init, c_can_access_peer_same_device,
          "cuDeviceCanAccessPeer of a device with itself", nullptr},
@@ -303,32 +278,32 @@ std::vector<Case> core_cases() {
          "cuCtxEnablePeerAccess with flags 1", nullptr},
         {"enable_peer_access_twice", Setup::ctx2, c_enable_peer_access_twice,
          "cuCtxEnablePeerAccess of the same peer twice", nullptr},
-        {"memcpy_peer_null_context", Setup::ctx, c_memcpy_peer_null_context,
+        {"memcpy_peer_null_context", Setup::ctx, with<c_memcpy_peer, 0>,
          "cuMemcpyPeerAsync with a NULL destination context", nullptr},
-        {"memcpy_peer_past_end", Setup::ctx, c_memcpy_peer_past_end,
+        {"memcpy_peer_past_end", Setup::ctx, with<c_memcpy_peer, 1>,
          "cuMemcpyPeerAsync one byte past the allocations", nullptr},
-        {"memcpy_peer_freed_source", Setup::ctx, c_memcpy_peer_freed_source,
+        {"memcpy_peer_freed_source", Setup::ctx, with<c_memcpy_peer, 2>,
          "cuMemcpyPeerAsync from freed device memory", nullptr},
-        {"memcpy_3d_peer_null_desc", Setup::ctx, c_memcpy_3d_peer_null_desc, "cuMemcpy3DPeerAsync(NULL)",
+        {"memcpy_3d_peer_null_desc", Setup::ctx, with<c_memcpy_3d_peer, 0>, "cuMemcpy3DPeerAsync(NULL)",
          kRefusedNotCrashed},
-        {"memcpy_3d_peer_null_context", Setup::ctx, c_memcpy_3d_peer_null_context,
+        {"memcpy_3d_peer_null_context", Setup::ctx, with<c_memcpy_3d_peer, 1>,
          "cuMemcpy3DPeerAsync with a NULL source context", nullptr},
-        {"memcpy_3d_peer_pitch_smaller_than_width", Setup::ctx, c_memcpy_3d_peer_pitch_smaller_than_width,
+        {"memcpy_3d_peer_pitch_smaller_than_width", Setup::ctx, with<c_memcpy_3d_peer, 2>,
          "cuMemcpy3DPeerAsync with srcPitch < WidthInBytes", nullptr},
         {"memcpy_peer_between_devices_no_peer_access", Setup::ctx2, c_memcpy_peer_between_devices_no_peer_access,
          "cuMemcpyPeerAsync between two devices without peer access", nullptr},
         {"get_error_name_unknown", Setup::none, c_get_error_name_unknown, "cuGetErrorName of CUresult 1000",
          nullptr},
         {"get_error_name_null", Setup::none, c_get_error_name_null, "cuGetErrorName with a NULL result", kRefusedNotCrashed},
-        {"wait_value32_unaligned", Setup::ctx, c_wait_value32_unaligned,
+        {"wait_value32_unaligned", Setup::ctx, with<c_wait_value, 0>,
          "cuStreamWaitValue32 on an address that is not 4-byte aligned", nullptr},
-        {"wait_value32_host_pointer", Setup::ctx, c_wait_value32_host_pointer,
+        {"wait_value32_host_pointer", Setup::ctx, with<c_wait_value, 1>,
          "cuStreamWaitValue32 on unregistered host memory", nullptr},
-        {"wait_value32_bad_flags", Setup::ctx, c_wait_value32_bad_flags, "cuStreamWaitValue32 with flags 0x10",
+        {"wait_value32_bad_flags", Setup::ctx, with<c_wait_value, 2>, "cuStreamWaitValue32 with flags 0x10",
          nullptr},
-        {"wait_value32_freed_memory", Setup::ctx, c_wait_value32_freed_memory,
+        {"wait_value32_freed_memory", Setup::ctx, with<c_wait_value, 4>,
          "cuStreamWaitValue32 on freed device memory", nullptr},
-        {"wait_value32_registered_host", Setup::ctx, c_wait_value32_registered_host,
+        {"wait_value32_registered_host", Setup::ctx, with<c_wait_value, 5>,
          "cuStreamWaitValue32 on registered host memory's device pointer", nullptr},
     };
 }

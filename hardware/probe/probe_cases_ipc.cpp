@@ -54,12 +54,6 @@ Outcome c_ipc_get(P& p, int which) {
         default: return res(p, p.d.cuIpcGetMemHandle(nullptr, a), "NULL result");
     }
 }
-Outcome c_ipc_get_mem_handle_mem_alloc(P& p) { return c_ipc_get(p, 0); }
-Outcome c_ipc_get_mem_handle_interior(P& p) { return c_ipc_get(p, 1); }
-Outcome c_ipc_get_mem_handle_vmm(P& p) { return c_ipc_get(p, 2); }
-Outcome c_ipc_get_mem_handle_host_pointer(P& p) { return c_ipc_get(p, 3); }
-Outcome c_ipc_get_mem_handle_freed(P& p) { return c_ipc_get(p, 4); }
-Outcome c_ipc_get_mem_handle_null_out(P& p) { return c_ipc_get(p, 5); }
 
 Outcome c_ipc_open_same_process(P& p) {
     need_ipc(p);
@@ -139,10 +133,6 @@ Outcome c_ipc_other_process(P& p, int which) {
         default: return res(p, static_cast<CUresult>(rep.garbage), note);
     }
 }
-Outcome c_ipc_open_other_process(P& p) { return c_ipc_other_process(p, 0); }
-Outcome c_ipc_open_other_process_reads(P& p) { return c_ipc_other_process(p, 1); }
-Outcome c_ipc_close_twice_other_process(P& p) { return c_ipc_other_process(p, 2); }
-Outcome c_ipc_open_garbage_other_process(P& p) { return c_ipc_other_process(p, 3); }
 
 // -- VMM shareable handles (POSIX file descriptors) in this process
 Outcome c_shareable(P& p, int which) {
@@ -196,12 +186,6 @@ Outcome c_shareable(P& p, int which) {
         }
     }
 }
-Outcome c_vmm_export_fd_without_requested_type(P& p) { return c_shareable(p, 0); }
-Outcome c_vmm_export_fd_with_requested_type(P& p) { return c_shareable(p, 1); }
-Outcome c_vmm_export_released_handle(P& p) { return c_shareable(p, 2); }
-Outcome c_vmm_import_fd_same_process(P& p) { return c_shareable(p, 3); }
-Outcome c_vmm_import_closed_fd(P& p) { return c_shareable(p, 4); }
-Outcome c_vmm_import_foreign_fd(P& p) { return c_shareable(p, 5); }
 
 // -- a shareable fd in a second process: the exporter maps its handle, fills
 // it with 0x6b and sends the fd; the peer imports, maps and reads 64 bytes.
@@ -266,52 +250,50 @@ Outcome c_fd_other_process(P& p, int which) {
     if (rep.import != CUDA_SUCCESS) return word("skipped", 0, note);
     return yes_no(rep.reads == 1, note);
 }
-Outcome c_vmm_import_fd_other_process(P& p) { return c_fd_other_process(p, 0); }
-Outcome c_vmm_import_fd_other_process_reads(P& p) { return c_fd_other_process(p, 1); }
 
 }  // namespace
 
 std::vector<Case> ipc_cases() {
     return {
-        {"ipc_get_mem_handle_mem_alloc", Setup::ctx, c_ipc_get_mem_handle_mem_alloc,
+        {"ipc_get_mem_handle_mem_alloc", Setup::ctx, with<c_ipc_get, 0>,
          "cuIpcGetMemHandle of cuMemAlloc memory", nullptr},
-        {"ipc_get_mem_handle_interior", Setup::ctx, c_ipc_get_mem_handle_interior,
+        {"ipc_get_mem_handle_interior", Setup::ctx, with<c_ipc_get, 1>,
          "cuIpcGetMemHandle of an interior pointer", nullptr},
-        {"ipc_get_mem_handle_vmm", Setup::ctx, c_ipc_get_mem_handle_vmm, "cuIpcGetMemHandle of VMM memory",
+        {"ipc_get_mem_handle_vmm", Setup::ctx, with<c_ipc_get, 2>, "cuIpcGetMemHandle of VMM memory",
          nullptr},
-        {"ipc_get_mem_handle_host_pointer", Setup::ctx, c_ipc_get_mem_handle_host_pointer,
+        {"ipc_get_mem_handle_host_pointer", Setup::ctx, with<c_ipc_get, 3>,
          "cuIpcGetMemHandle of a host pointer", nullptr},
-        {"ipc_get_mem_handle_freed", Setup::ctx, c_ipc_get_mem_handle_freed,
+        {"ipc_get_mem_handle_freed", Setup::ctx, with<c_ipc_get, 4>,
          "cuIpcGetMemHandle of freed device memory", nullptr},
-        {"ipc_get_mem_handle_null_out", Setup::ctx, c_ipc_get_mem_handle_null_out,
+        {"ipc_get_mem_handle_null_out", Setup::ctx, with<c_ipc_get, 5>,
          "cuIpcGetMemHandle with a NULL result", nullptr},
         {"ipc_open_same_process", Setup::ctx, c_ipc_open_same_process,
          "cuIpcOpenMemHandle of a handle exported by the same process", nullptr},
         {"ipc_close_not_opened", Setup::ctx, c_ipc_close_not_opened,
          "cuIpcCloseMemHandle of memory never opened by IPC", nullptr},
-        {"ipc_open_other_process", Setup::none, c_ipc_open_other_process,
+        {"ipc_open_other_process", Setup::none, with<c_ipc_other_process, 0>,
          "cuIpcOpenMemHandle in a second process", nullptr, true},
-        {"ipc_open_other_process_reads", Setup::none, c_ipc_open_other_process_reads,
+        {"ipc_open_other_process_reads", Setup::none, with<c_ipc_other_process, 1>,
          "does the second process read the exporter's data", nullptr, true},
-        {"ipc_close_twice_other_process", Setup::none, c_ipc_close_twice_other_process,
+        {"ipc_close_twice_other_process", Setup::none, with<c_ipc_other_process, 2>,
          "cuIpcCloseMemHandle twice in the second process", nullptr, true},
-        {"ipc_open_garbage_other_process", Setup::none, c_ipc_open_garbage_other_process,
+        {"ipc_open_garbage_other_process", Setup::none, with<c_ipc_other_process, 3>,
          "cuIpcOpenMemHandle of garbage bytes in a second process", nullptr, true},
-        {"vmm_export_fd_without_requested_type", Setup::ctx, c_vmm_export_fd_without_requested_type,
+        {"vmm_export_fd_without_requested_type", Setup::ctx, with<c_shareable, 0>,
          "cuMemExportToShareableHandle(POSIX fd) of a handle created without that type", nullptr},
-        {"vmm_export_fd_with_requested_type", Setup::ctx, c_vmm_export_fd_with_requested_type,
+        {"vmm_export_fd_with_requested_type", Setup::ctx, with<c_shareable, 1>,
          "cuMemExportToShareableHandle(POSIX fd) of a handle created with it", nullptr},
-        {"vmm_export_released_handle", Setup::ctx, c_vmm_export_released_handle,
+        {"vmm_export_released_handle", Setup::ctx, with<c_shareable, 2>,
          "cuMemExportToShareableHandle of a released handle", kRefusedNotCrashed},
-        {"vmm_import_fd_same_process", Setup::ctx, c_vmm_import_fd_same_process,
+        {"vmm_import_fd_same_process", Setup::ctx, with<c_shareable, 3>,
          "cuMemImportFromShareableHandle of an fd exported by the same process", nullptr},
-        {"vmm_import_closed_fd", Setup::ctx, c_vmm_import_closed_fd,
+        {"vmm_import_closed_fd", Setup::ctx, with<c_shareable, 4>,
          "cuMemImportFromShareableHandle of a closed fd", nullptr},
-        {"vmm_import_foreign_fd", Setup::ctx, c_vmm_import_foreign_fd,
+        {"vmm_import_foreign_fd", Setup::ctx, with<c_shareable, 5>,
          "cuMemImportFromShareableHandle of an fd of /dev/null", nullptr},
-        {"vmm_import_fd_other_process", Setup::none, c_vmm_import_fd_other_process,
+        {"vmm_import_fd_other_process", Setup::none, with<c_fd_other_process, 0>,
          "cuMemImportFromShareableHandle in a second process", nullptr, true},
-        {"vmm_import_fd_other_process_reads", Setup::none, c_vmm_import_fd_other_process_reads,
+        {"vmm_import_fd_other_process_reads", Setup::none, with<c_fd_other_process, 1>,
          "does the second process map and read the exporter's data", nullptr, true},
     };
 }

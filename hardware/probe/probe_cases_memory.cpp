@@ -17,9 +17,7 @@ Outcome c_reg_size_wraps(P& p) {
     Cleanup cl;
     char* b = host_pages(cl, 1);
     size_t n = ~static_cast<size_t>(0) - reinterpret_cast<uintptr_t>(b) + 4096;  // p + n wraps past 0
-    CUresult r = p.d.cuMemHostRegister(b, n, 0);
-    if (r == CUDA_SUCCESS) unreg_later(p, cl, b);
-    return res(p, r, "p + size wraps around the address space");
+    return res(p, try_reg(p, cl, b, n, 0), "p + size wraps around the address space");
 }
 
 Outcome c_reg_over_hole(P& p) {
@@ -27,9 +25,7 @@ Outcome c_reg_over_hole(P& p) {
     size_t ps = page_size();
     char* b = host_pages(cl, 3);
     if (munmap(b + ps, ps) != 0) throw SetupFailed{CUDA_ERROR_OPERATING_SYSTEM, "munmap"};
-    CUresult r = p.d.cuMemHostRegister(b, 3 * ps, 0);
-    if (r == CUDA_SUCCESS) unreg_later(p, cl, b);
-    return res(p, r, "three pages, the middle one unmapped");
+    return res(p, try_reg(p, cl, b, 3 * ps, 0), "three pages, the middle one unmapped");
 }
 
 // The machine's memory plus 1 GiB, a page multiple.
@@ -60,14 +56,11 @@ Outcome c_reg_huge(P& p, int which) {
     return res(p, r, std::to_string(n >> 20) + " MiB (the machine's memory + 1 GiB), " +
                          (which == 0 ? "reserved PROT_NONE" : "one page mapped, the rest unmapped"));
 }
-Outcome c_reg_huge_prot_none(P& p) { return c_reg_huge(p, 0); }
 
 Outcome c_reg_flag(P& p, unsigned flags, const char* note) {
     Cleanup cl;
     char* b = host_pages(cl, 4);
-    CUresult r = p.d.cuMemHostRegister(b, 4 * page_size(), flags);
-    if (r == CUDA_SUCCESS) unreg_later(p, cl, b);
-    return res(p, r, note);
+    return res(p, try_reg(p, cl, b, 4 * page_size(), flags), note);
 }
 Outcome c_reg_iomemory_flag(P& p) {
     return c_reg_flag(p, CU_MEMHOSTREGISTER_IOMEMORY, "CU_MEMHOSTREGISTER_IOMEMORY on anonymous memory");
@@ -83,8 +76,7 @@ Outcome c_reg_mlocked_memory(P& p) {
     std::memset(v, 0x11, n);
     bool locked = mlock(v, n) == 0;
     if (locked) cl.add([v, n] { munlock(v, n); });
-    CUresult r = p.d.cuMemHostRegister(v, n, CU_MEMHOSTREGISTER_DEVICEMAP);
-    if (r == CUDA_SUCCESS) unreg_later(p, cl, v);
+    CUresult r = try_reg(p, cl, v, n, CU_MEMHOSTREGISTER_DEVICEMAP);
     return res(p, r, std::string("posix_memalign'ed 1 MiB, ") + (locked ? "mlock'ed" : "mlock refused") +
                          ", CU_MEMHOSTREGISTER_DEVICEMAP");
 }
@@ -104,16 +96,13 @@ Outcome c_reg_refused_then(P& p, int which) {
     }
     std::string note = "after a refused registration of unmapped memory (" + result_name(p.d, refused) + "): ";
     if (which == 0) {
-        CUresult r = p.d.cuMemHostRegister(b, 4 * ps, 0);
-        if (r == CUDA_SUCCESS) unreg_later(p, cl, b);
-        return res(p, r, note + "register valid memory");
+        return res(p, try_reg(p, cl, b, 4 * ps, 0), note + "register valid memory");
     }
     CUdeviceptr a = 0;
     CUresult r = p.d.cuMemAlloc(&a, 1 << 20);
     if (r == CUDA_SUCCESS) p.d.cuMemFree(a);
     return res(p, r, note + "cuMemAlloc");
 }
-Outcome c_reg_refused_then_valid(P& p) { return c_reg_refused_then(p, 0); }
 
 // [p, p+8pg) registered; [p+4pg, p+12pg) refused as overlapping; then the
 // first registration must still be whole (which 0) and the refused range's
@@ -132,12 +121,8 @@ Outcome c_reg_refused_overlap(P& p, int which) {
         return res(p, r, note + "unregister the first");
     }
     unreg_later(p, cl, b);
-    CUresult r = p.d.cuMemHostRegister(b + 8 * ps, 4 * ps, 0);
-    if (r == CUDA_SUCCESS) unreg_later(p, cl, b + 8 * ps);
-    return res(p, r, note + "register its tail [p+8pg, p+12pg)");
+    return res(p, try_reg(p, cl, b + 8 * ps, 4 * ps, 0), note + "register its tail [p+8pg, p+12pg)");
 }
-Outcome c_reg_refused_overlap_keeps_first(P& p) { return c_reg_refused_overlap(p, 0); }
-Outcome c_reg_refused_overlap_tail_free(P& p) { return c_reg_refused_overlap(p, 1); }
 
 // -- registration: operations on memory that is gone or unregistered
 Outcome c_reg_unregister_after_munmap(P& p) {
@@ -201,9 +186,6 @@ Outcome c_get_dev_ptr_case(P& p, int which) {
     reg(p, cl, b, n, CU_MEMHOSTREGISTER_DEVICEMAP);
     return res(p, p.d.cuMemHostGetDevicePointer(&dp, b + n, 0), "one byte past the registered range");
 }
-Outcome c_host_get_device_pointer_null_out(P& p) { return c_get_dev_ptr_case(p, 0); }
-Outcome c_host_get_device_pointer_after_unregister(P& p) { return c_get_dev_ptr_case(p, 1); }
-Outcome c_host_get_device_pointer_past_end(P& p) { return c_get_dev_ptr_case(p, 2); }
 
 // -- device memory
 Outcome c_mem_alloc_null_out(P& p) { return res(p, p.d.cuMemAlloc(nullptr, 4096)); }
@@ -242,8 +224,6 @@ Outcome c_mem_alloc_oom_then(P& p, int which) {
     TRY(p.d.cuMemsetD8Async(a, 7, 1 << 20, s));
     return res(p, p.d.cuStreamSynchronize(s), note + "memset on a stream, then its synchronize");
 }
-Outcome c_mem_alloc_oom_then_valid(P& p) { return c_mem_alloc_oom_then(p, 0); }
-Outcome c_mem_alloc_oom_then_stream(P& p) { return c_mem_alloc_oom_then(p, 1); }
 
 Outcome c_mem_free_vmm_pointer(P& p) {
     Cleanup cl;
@@ -262,34 +242,34 @@ std::vector<Case> memory_cases() {
     return {
         {"reg_size_wraps", Setup::ctx, c_reg_size_wraps, "register a size that wraps the address space", nullptr},
         {"reg_over_hole", Setup::ctx, c_reg_over_hole, "register a range with an unmapped page inside", nullptr},
-        {"reg_huge_prot_none", Setup::ctx, c_reg_huge_prot_none,
+        {"reg_huge_prot_none", Setup::ctx, with<c_reg_huge, 0>,
          "register more than the machine's memory, reserved PROT_NONE", nullptr},
         {"reg_iomemory_flag", Setup::ctx, c_reg_iomemory_flag,
          "register anonymous memory with CU_MEMHOSTREGISTER_IOMEMORY", nullptr},
         {"reg_mlocked_memory", Setup::ctx, c_reg_mlocked_memory,
          "register posix_memalign'ed, mlock'ed memory (the pin path)", nullptr},
-        {"reg_refused_then_valid", Setup::ctx, c_reg_refused_then_valid,
+        {"reg_refused_then_valid", Setup::ctx, with<c_reg_refused_then, 0>,
          "after a refused registration, register valid memory", nullptr},
-        {"reg_refused_overlap_keeps_first", Setup::ctx, c_reg_refused_overlap_keeps_first,
+        {"reg_refused_overlap_keeps_first", Setup::ctx, with<c_reg_refused_overlap, 0>,
          "after a refused overlapping registration, unregister the first", nullptr},
-        {"reg_refused_overlap_tail_free", Setup::ctx, c_reg_refused_overlap_tail_free,
+        {"reg_refused_overlap_tail_free", Setup::ctx, with<c_reg_refused_overlap, 1>,
          "after a refused overlapping registration, register its non-overlapping tail", nullptr},
         {"reg_unregister_after_munmap", Setup::ctx, c_reg_unregister_after_munmap,
          "unregister a range whose memory was munmap'ed", nullptr},
         {"reg_stale_after_munmap", Setup::ctx, c_reg_stale_after_munmap,
          "register new memory at the address of a registered, munmap'ed range", nullptr},
-        {"host_get_device_pointer_null_out", Setup::ctx, c_host_get_device_pointer_null_out,
+        {"host_get_device_pointer_null_out", Setup::ctx, with<c_get_dev_ptr_case, 0>,
          "cuMemHostGetDevicePointer with a NULL result", nullptr},
-        {"host_get_device_pointer_after_unregister", Setup::ctx, c_host_get_device_pointer_after_unregister,
+        {"host_get_device_pointer_after_unregister", Setup::ctx, with<c_get_dev_ptr_case, 1>,
          "cuMemHostGetDevicePointer of an unregistered range", nullptr},
-        {"host_get_device_pointer_past_end", Setup::ctx, c_host_get_device_pointer_past_end,
+        {"host_get_device_pointer_past_end", Setup::ctx, with<c_get_dev_ptr_case, 2>,
          "cuMemHostGetDevicePointer one byte past a registration", nullptr},
         {"mem_alloc_null_out", Setup::ctx, c_mem_alloc_null_out, "cuMemAlloc with a NULL result", nullptr},
         {"mem_alloc_above_total", Setup::ctx, c_mem_alloc_above_total, "cuMemAlloc of device memory + 1 GiB",
          nullptr},
-        {"mem_alloc_oom_then_valid", Setup::ctx, c_mem_alloc_oom_then_valid,
+        {"mem_alloc_oom_then_valid", Setup::ctx, with<c_mem_alloc_oom_then, 0>,
          "after a refused oversized cuMemAlloc, cuMemAlloc of 1 MiB", nullptr},
-        {"mem_alloc_oom_then_stream", Setup::ctx, c_mem_alloc_oom_then_stream,
+        {"mem_alloc_oom_then_stream", Setup::ctx, with<c_mem_alloc_oom_then, 1>,
          "after a refused oversized cuMemAlloc, stream work and its synchronize", nullptr},
         {"mem_free_vmm_pointer", Setup::ctx, c_mem_free_vmm_pointer, "cuMemFree of a mapped VMM range", nullptr},
         {"mem_get_info_null", Setup::ctx, c_mem_get_info_null, "cuMemGetInfo with a NULL free result", nullptr},

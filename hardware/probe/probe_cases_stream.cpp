@@ -91,8 +91,6 @@ Outcome c_stream_destroy_pending(P& p, int which) {
     if (r != CUDA_SUCCESS) return word("skipped", 0, "cuStreamDestroy answered " + result_name(p.d, r));
     return yes_no(ms >= 500, note);
 }
-Outcome c_stream_destroy_pending_work(P& p) { return c_stream_destroy_pending(p, 0); }
-Outcome c_stream_destroy_pending_work_waits(P& p) { return c_stream_destroy_pending(p, 1); }
 
 Outcome c_event_destroy_pending_record(P& p) {
     Cleanup cl;
@@ -139,10 +137,6 @@ Outcome c_destroyed_stream(P& p, int which) {
     }
     return res(p, r, std::string(note) + " on a destroyed stream: may crash a real driver");
 }
-Outcome c_stream_synchronize_destroyed(P& p) { return c_destroyed_stream(p, 0); }
-Outcome c_stream_query_destroyed(P& p) { return c_destroyed_stream(p, 1); }
-Outcome c_event_record_destroyed_stream(P& p) { return c_destroyed_stream(p, 3); }
-Outcome c_copy_destroyed_stream(P& p) { return c_destroyed_stream(p, 5); }
 
 // -- operations on a destroyed event
 Outcome c_destroyed_event(P& p, int which) {
@@ -164,10 +158,6 @@ Outcome c_destroyed_event(P& p, int which) {
     }
     return res(p, r, std::string(note) + " of a destroyed event (recorded and completed before): may crash a real driver");
 }
-Outcome c_event_destroy_twice(P& p) { return c_destroyed_event(p, 0); }
-Outcome c_event_record_destroyed(P& p) { return c_destroyed_event(p, 1); }
-Outcome c_event_query_destroyed(P& p) { return c_destroyed_event(p, 2); }
-Outcome c_event_synchronize_destroyed(P& p) { return c_destroyed_event(p, 3); }
 
 }  // namespace
 
@@ -189,25 +179,25 @@ std::vector<Case> stream_cases() {
          nullptr},
         {"event_query_pending", Setup::ctx, c_event_query_pending, "cuEventQuery of an event not reached yet",
          nullptr},
-        {"stream_destroy_pending_work", Setup::ctx, c_stream_destroy_pending_work,
+        {"stream_destroy_pending_work", Setup::ctx, with<c_stream_destroy_pending, 0>,
          "cuStreamDestroy of a stream with work queued", nullptr, true},
-        {"stream_destroy_pending_work_waits", Setup::ctx, c_stream_destroy_pending_work_waits,
+        {"stream_destroy_pending_work_waits", Setup::ctx, with<c_stream_destroy_pending, 1>,
          "does cuStreamDestroy wait for the queued work", nullptr, true},
         {"event_destroy_pending_record", Setup::ctx, c_event_destroy_pending_record,
          "cuEventDestroy of an event whose record is still queued", nullptr},
-        {"stream_synchronize_destroyed", Setup::ctx, c_stream_synchronize_destroyed,
+        {"stream_synchronize_destroyed", Setup::ctx, with<c_destroyed_stream, 0>,
          "cuStreamSynchronize of a destroyed stream", kBadHandleNotCrashed},
-        {"stream_query_destroyed", Setup::ctx, c_stream_query_destroyed, "cuStreamQuery of a destroyed stream",
+        {"stream_query_destroyed", Setup::ctx, with<c_destroyed_stream, 1>, "cuStreamQuery of a destroyed stream",
          kBadHandleNotCrashed},
-        {"event_record_destroyed_stream", Setup::ctx, c_event_record_destroyed_stream,
+        {"event_record_destroyed_stream", Setup::ctx, with<c_destroyed_stream, 3>,
          "cuEventRecord on a destroyed stream", kBadHandleNotCrashed},
-        {"copy_destroyed_stream", Setup::ctx, c_copy_destroyed_stream, "cuMemcpyHtoDAsync on a destroyed stream",
+        {"copy_destroyed_stream", Setup::ctx, with<c_destroyed_stream, 5>, "cuMemcpyHtoDAsync on a destroyed stream",
          kBadHandleNotCrashed},
-        {"event_destroy_twice", Setup::ctx, c_event_destroy_twice, "cuEventDestroy of a destroyed event", kBadHandleNotCrashed},
-        {"event_record_destroyed", Setup::ctx, c_event_record_destroyed, "cuEventRecord of a destroyed event",
+        {"event_destroy_twice", Setup::ctx, with<c_destroyed_event, 0>, "cuEventDestroy of a destroyed event", kBadHandleNotCrashed},
+        {"event_record_destroyed", Setup::ctx, with<c_destroyed_event, 1>, "cuEventRecord of a destroyed event",
          kBadHandleNotCrashed},
-        {"event_query_destroyed", Setup::ctx, c_event_query_destroyed, "cuEventQuery of a destroyed event", kBadHandleNotCrashed},
-        {"event_synchronize_destroyed", Setup::ctx, c_event_synchronize_destroyed,
+        {"event_query_destroyed", Setup::ctx, with<c_destroyed_event, 2>, "cuEventQuery of a destroyed event", kBadHandleNotCrashed},
+        {"event_synchronize_destroyed", Setup::ctx, with<c_destroyed_event, 3>,
          "cuEventSynchronize of a destroyed event", kBadHandleNotCrashed},
     };
 }

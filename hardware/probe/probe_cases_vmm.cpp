@@ -22,9 +22,6 @@ Outcome c_vmm_granularity_case(P& p, int which) {
                        "location id 9999");
     }
 }
-Outcome c_vmm_granularity_null_out(P& p) { return c_vmm_granularity_case(p, 0); }
-Outcome c_vmm_granularity_null_prop(P& p) { return c_vmm_granularity_case(p, 1); }
-Outcome c_vmm_granularity_invalid_device(P& p) { return c_vmm_granularity_case(p, 3); }
 
 // -- reservations
 Outcome c_vmm_reserve_null_out(P& p) { return res(p, p.d.cuMemAddressReserve(nullptr, granularity(p), 0, 0, 0)); }
@@ -86,12 +83,6 @@ Outcome c_vmm_create_case(P& p, int which) {
     if (r == CUDA_SUCCESS && out != nullptr) p.d.cuMemRelease(h);
     return res(p, r, note);
 }
-Outcome c_vmm_create_null_out(P& p) { return c_vmm_create_case(p, 0); }
-Outcome c_vmm_create_null_prop(P& p) { return c_vmm_create_case(p, 1); }
-Outcome c_vmm_create_zero_size(P& p) { return c_vmm_create_case(p, 2); }
-Outcome c_vmm_create_bad_type(P& p) { return c_vmm_create_case(p, 3); }
-Outcome c_vmm_create_bad_flags(P& p) { return c_vmm_create_case(p, 5); }
-Outcome c_vmm_create_above_total(P& p) { return c_vmm_create_case(p, 7); }
 
 // After a refused cuMemCreate of more than the device has: the next create
 // (which 0), and a whole slot cycle on it: map, access, memset, synchronize (1).
@@ -118,8 +109,6 @@ Outcome c_vmm_create_oom_then(P& p, int which) {
     TRY(p.d.cuMemsetD8Async(va, 3, g, s));
     return res(p, p.d.cuStreamSynchronize(s), note + "create, map, access, memset, synchronize");
 }
-Outcome c_vmm_create_oom_then_valid(P& p) { return c_vmm_create_oom_then(p, 0); }
-Outcome c_vmm_create_oom_then_slot_cycle(P& p) { return c_vmm_create_oom_then(p, 1); }
 
 // -- release and map with handles that are not (or no longer) handles
 Outcome c_vmm_release_zero_handle(P& p) { return res(p, p.d.cuMemRelease(0), "handle 0"); }
@@ -151,12 +140,6 @@ Outcome c_vmm_map_case(P& p, int which) {
     if (r == CUDA_SUCCESS && which != 4) p.d.cuMemUnmap(va, n);
     return res(p, r, note);
 }
-Outcome c_vmm_map_zero_size(P& p) { return c_vmm_map_case(p, 0); }
-Outcome c_vmm_map_bad_flags(P& p) { return c_vmm_map_case(p, 1); }
-Outcome c_vmm_map_zero_handle(P& p) { return c_vmm_map_case(p, 2); }
-Outcome c_vmm_map_garbage_handle(P& p) { return c_vmm_map_case(p, 3); }
-Outcome c_vmm_map_twice_same_handle(P& p) { return c_vmm_map_case(p, 4); }
-Outcome c_vmm_map_part_of_handle(P& p) { return c_vmm_map_case(p, 5); }
 
 // After a refused cuMemMap (an unaligned address: which 1; past the handle's
 // end: 2), a whole use of the range: map, access, memset, synchronize.
@@ -181,18 +164,14 @@ Outcome c_vmm_map_refused_then(P& p, int which) {
     TRY(p.d.cuMemsetD8Async(va, 9, g, s));
     return res(p, p.d.cuStreamSynchronize(s), note + "map, access, memset, synchronize");
 }
-Outcome c_vmm_map_refused_then_use(P& p) { return c_vmm_map_refused_then(p, 1); }
-Outcome c_vmm_map_past_end_then_use(P& p) { return c_vmm_map_refused_then(p, 2); }
 
 // The slot's cycle: map, unmap, map the same handle at the same range again,
 // and use it.
 Outcome c_vmm_remap_same_handle(P& p) {
     Cleanup cl;
     size_t g = granularity(p);
-    CUdeviceptr va = reserve(p, cl, g);
-    CUmemGenericAllocationHandle h = create(p, cl, g);
-    TRY(p.d.cuMemMap(va, g, 0, h, 0));
-    grant(p, va, g);
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr va = mapping_to_unmap(p, cl, g, &h);
     TRY(p.d.cuMemUnmap(va, g));
     CUresult r = p.d.cuMemMap(va, g, 0, h, 0);
     if (r != CUDA_SUCCESS) return res(p, r, "map again after unmap");
@@ -243,22 +222,16 @@ Outcome c_vmm_set_access_case(P& p, int which) {
     }
     return res(p, p.d.cuMemSetAccess(va, 2 * g, desc, 1), note);
 }
-Outcome c_vmm_set_access_null_desc(P& p) { return c_vmm_set_access_case(p, 0); }
-Outcome c_vmm_set_access_invalid_device(P& p) { return c_vmm_set_access_case(p, 2); }
-Outcome c_vmm_set_access_bad_flags(P& p) { return c_vmm_set_access_case(p, 3); }
-Outcome c_vmm_set_access_partially_mapped(P& p) { return c_vmm_set_access_case(p, 4); }
-Outcome c_vmm_set_access_after_unmap(P& p) { return c_vmm_set_access_case(p, 5); }
-Outcome c_vmm_set_access_prot_none(P& p) { return c_vmm_set_access_case(p, 6); }
 
 }  // namespace
 
 std::vector<Case> vmm_cases() {
     return {
-        {"vmm_granularity_null_out", Setup::ctx, c_vmm_granularity_null_out,
+        {"vmm_granularity_null_out", Setup::ctx, with<c_vmm_granularity_case, 0>,
          "cuMemGetAllocationGranularity with a NULL result", nullptr},
-        {"vmm_granularity_null_prop", Setup::ctx, c_vmm_granularity_null_prop,
+        {"vmm_granularity_null_prop", Setup::ctx, with<c_vmm_granularity_case, 1>,
          "cuMemGetAllocationGranularity with NULL properties", nullptr},
-        {"vmm_granularity_invalid_device", Setup::ctx, c_vmm_granularity_invalid_device,
+        {"vmm_granularity_invalid_device", Setup::ctx, with<c_vmm_granularity_case, 3>,
          "cuMemGetAllocationGranularity of a device that does not exist", nullptr},
         {"vmm_reserve_null_out", Setup::ctx, c_vmm_reserve_null_out, "cuMemAddressReserve with a NULL result",
          nullptr},
@@ -268,50 +241,50 @@ std::vector<Case> vmm_cases() {
          "does a hint at a just-freed range give that address again", nullptr},
         {"vmm_address_free_interior", Setup::ctx, c_vmm_address_free_interior,
          "cuMemAddressFree of the second half of a reservation", nullptr},
-        {"vmm_create_null_out", Setup::ctx, c_vmm_create_null_out, "cuMemCreate with a NULL result", nullptr},
-        {"vmm_create_null_prop", Setup::ctx, c_vmm_create_null_prop, "cuMemCreate with NULL properties", nullptr},
-        {"vmm_create_zero_size", Setup::ctx, c_vmm_create_zero_size, "cuMemCreate of 0 bytes", nullptr},
-        {"vmm_create_bad_type", Setup::ctx, c_vmm_create_bad_type, "cuMemCreate with allocation type INVALID",
+        {"vmm_create_null_out", Setup::ctx, with<c_vmm_create_case, 0>, "cuMemCreate with a NULL result", nullptr},
+        {"vmm_create_null_prop", Setup::ctx, with<c_vmm_create_case, 1>, "cuMemCreate with NULL properties", nullptr},
+        {"vmm_create_zero_size", Setup::ctx, with<c_vmm_create_case, 2>, "cuMemCreate of 0 bytes", nullptr},
+        {"vmm_create_bad_type", Setup::ctx, with<c_vmm_create_case, 3>, "cuMemCreate with allocation type INVALID",
          nullptr},
-        {"vmm_create_bad_flags", Setup::ctx, c_vmm_create_bad_flags, "cuMemCreate with flags 1", nullptr},
-        {"vmm_create_above_total", Setup::ctx, c_vmm_create_above_total, "cuMemCreate above the device's memory",
+        {"vmm_create_bad_flags", Setup::ctx, with<c_vmm_create_case, 5>, "cuMemCreate with flags 1", nullptr},
+        {"vmm_create_above_total", Setup::ctx, with<c_vmm_create_case, 7>, "cuMemCreate above the device's memory",
          nullptr},
-        {"vmm_create_oom_then_valid", Setup::ctx, c_vmm_create_oom_then_valid,
+        {"vmm_create_oom_then_valid", Setup::ctx, with<c_vmm_create_oom_then, 0>,
          "after a refused oversized cuMemCreate, cuMemCreate of one granule", nullptr},
-        {"vmm_create_oom_then_slot_cycle", Setup::ctx, c_vmm_create_oom_then_slot_cycle,
+        {"vmm_create_oom_then_slot_cycle", Setup::ctx, with<c_vmm_create_oom_then, 1>,
          "after a refused oversized cuMemCreate, create, map, access, memset, synchronize", nullptr},
         {"vmm_release_zero_handle", Setup::ctx, c_vmm_release_zero_handle, "cuMemRelease(0)", nullptr},
         {"vmm_release_garbage_handle", Setup::ctx, c_vmm_release_garbage_handle,
          "cuMemRelease of a number that was never a handle", kRefusedNotCrashed},
-        {"vmm_map_zero_size", Setup::ctx, c_vmm_map_zero_size, "cuMemMap of 0 bytes", nullptr},
-        {"vmm_map_bad_flags", Setup::ctx, c_vmm_map_bad_flags, "cuMemMap with flags 1", nullptr},
-        {"vmm_map_zero_handle", Setup::ctx, c_vmm_map_zero_handle, "cuMemMap of handle 0", nullptr},
-        {"vmm_map_garbage_handle", Setup::ctx, c_vmm_map_garbage_handle,
+        {"vmm_map_zero_size", Setup::ctx, with<c_vmm_map_case, 0>, "cuMemMap of 0 bytes", nullptr},
+        {"vmm_map_bad_flags", Setup::ctx, with<c_vmm_map_case, 1>, "cuMemMap with flags 1", nullptr},
+        {"vmm_map_zero_handle", Setup::ctx, with<c_vmm_map_case, 2>, "cuMemMap of handle 0", nullptr},
+        {"vmm_map_garbage_handle", Setup::ctx, with<c_vmm_map_case, 3>,
          "cuMemMap of a number that was never a handle", kRefusedNotCrashed},
-        {"vmm_map_twice_same_handle", Setup::ctx, c_vmm_map_twice_same_handle,
+        {"vmm_map_twice_same_handle", Setup::ctx, with<c_vmm_map_case, 4>,
          "cuMemMap of the same handle onto its own mapping", nullptr},
-        {"vmm_map_part_of_handle", Setup::ctx, c_vmm_map_part_of_handle,
+        {"vmm_map_part_of_handle", Setup::ctx, with<c_vmm_map_case, 5>,
          "cuMemMap of the first granule of a two-granule handle", nullptr},
-        {"vmm_map_refused_then_use", Setup::ctx, c_vmm_map_refused_then_use,
+        {"vmm_map_refused_then_use", Setup::ctx, with<c_vmm_map_refused_then, 1>,
          "after a refused unaligned cuMemMap, map, access, memset, synchronize", nullptr},
-        {"vmm_map_past_end_then_use", Setup::ctx, c_vmm_map_past_end_then_use,
+        {"vmm_map_past_end_then_use", Setup::ctx, with<c_vmm_map_refused_then, 2>,
          "after a refused cuMemMap past the handle, map, access, memset, synchronize", nullptr},
         {"vmm_remap_same_handle", Setup::ctx, c_vmm_remap_same_handle,
          "map, unmap, map the same handle again and use it", nullptr},
         {"vmm_unmap_zero_size", Setup::ctx, c_vmm_unmap_zero_size, "cuMemUnmap of 0 bytes of a mapping", nullptr},
         {"vmm_unmap_unaligned_address_mapped", Setup::ctx, c_vmm_unmap_unaligned_address_mapped,
          "cuMemUnmap at an unaligned address inside a mapping", nullptr},
-        {"vmm_set_access_null_desc", Setup::ctx, c_vmm_set_access_null_desc, "cuMemSetAccess with NULL descriptors",
+        {"vmm_set_access_null_desc", Setup::ctx, with<c_vmm_set_access_case, 0>, "cuMemSetAccess with NULL descriptors",
          nullptr},
-        {"vmm_set_access_invalid_device", Setup::ctx, c_vmm_set_access_invalid_device,
+        {"vmm_set_access_invalid_device", Setup::ctx, with<c_vmm_set_access_case, 2>,
          "cuMemSetAccess for a device that does not exist", nullptr},
-        {"vmm_set_access_bad_flags", Setup::ctx, c_vmm_set_access_bad_flags, "cuMemSetAccess with flags 0x10",
+        {"vmm_set_access_bad_flags", Setup::ctx, with<c_vmm_set_access_case, 3>, "cuMemSetAccess with flags 0x10",
          nullptr},
-        {"vmm_set_access_partially_mapped", Setup::ctx, c_vmm_set_access_partially_mapped,
+        {"vmm_set_access_partially_mapped", Setup::ctx, with<c_vmm_set_access_case, 4>,
          "cuMemSetAccess of a range only half mapped", nullptr},
-        {"vmm_set_access_after_unmap", Setup::ctx, c_vmm_set_access_after_unmap,
+        {"vmm_set_access_after_unmap", Setup::ctx, with<c_vmm_set_access_case, 5>,
          "cuMemSetAccess of a range unmapped after mapping", nullptr},
-        {"vmm_set_access_prot_none", Setup::ctx, c_vmm_set_access_prot_none,
+        {"vmm_set_access_prot_none", Setup::ctx, with<c_vmm_set_access_case, 6>,
          "cuMemSetAccess with CU_MEM_ACCESS_FLAGS_PROT_NONE", nullptr},
     };
 }

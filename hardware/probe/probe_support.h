@@ -26,6 +26,14 @@ namespace xmc::probe {
 
 // ---- outcomes ------------------------------------------------------------------
 
+// A case that is a shared body with its arguments fixed, for the case table:
+// `with<c_copy_2d, 3>` runs c_copy_2d(p, 3).
+template <auto Body, auto... Args>
+Outcome with(P& p) {
+    return Body(p, Args...);
+}
+
+
 inline Outcome res(const P& p, CUresult r, std::string note = {}) {
     return Outcome{result_name(p.d, r), static_cast<int64_t>(r), std::move(note)};
 }
@@ -100,6 +108,13 @@ inline void unreg_later(P& p, Cleanup& cl, void* ptr) {
     cl.add([d, ptr] { d->cuMemHostUnregister(ptr); });
 }
 
+// A registration under test: its answer, and the unregistration arranged where it succeeded.
+inline CUresult try_reg(P& p, Cleanup& cl, void* ptr, size_t n, unsigned flags) {
+    CUresult r = p.d.cuMemHostRegister(ptr, n, flags);
+    if (r == CUDA_SUCCESS) unreg_later(p, cl, ptr);
+    return r;
+}
+
 // ---- device memory, streams, events ------------------------------------------------------
 
 inline CUdeviceptr dalloc(P& p, Cleanup& cl, size_t n) {
@@ -110,9 +125,39 @@ inline CUdeviceptr dalloc(P& p, Cleanup& cl, size_t n) {
     return a;
 }
 
+// Device memory of device 1 (Setup::ctx2), allocated in its primary context; device 0's stays
+// current. Freed in device 1's context again.
+inline CUdeviceptr dalloc_device1(P& p, Cleanup& cl, size_t n) {
+    TRY(p.d.cuCtxSetCurrent(p.ctx[1]));
+    CUdeviceptr a1 = 0;
+    CUresult ar = p.d.cuMemAlloc(&a1, n);
+    TRY(p.d.cuCtxSetCurrent(p.ctx[0]));
+    if (ar != CUDA_SUCCESS) throw SetupFailed{ar, "cuMemAlloc(device 1)"};
+    Driver* d = &p.d;
+    cl.add([d, c1 = p.ctx[1], a1] {
+        d->cuCtxPushCurrent(c1);
+        d->cuMemFree(a1);
+        CUcontext x = nullptr;
+        d->cuCtxPopCurrent(&x);
+    });
+    return a1;
+}
+
 inline CUstream stream(P& p, Cleanup& cl, unsigned flags = CU_STREAM_NON_BLOCKING) {
     CUstream s = nullptr;
     TRY(p.d.cuStreamCreate(&s, flags));
+    Driver* d = &p.d;
+    cl.add([d, s] { d->cuStreamSynchronize(s); d->cuStreamDestroy(s); });
+    return s;
+}
+
+// A stream of device 1's context (Setup::ctx2); device 0's stays current.
+inline CUstream stream_device1(P& p, Cleanup& cl) {
+    TRY(p.d.cuCtxSetCurrent(p.ctx[1]));
+    CUstream s = nullptr;
+    CUresult cr = p.d.cuStreamCreate(&s, 0);
+    TRY(p.d.cuCtxSetCurrent(p.ctx[0]));
+    if (cr != CUDA_SUCCESS) throw SetupFailed{cr, "cuStreamCreate(device 1)"};
     Driver* d = &p.d;
     cl.add([d, s] { d->cuStreamSynchronize(s); d->cuStreamDestroy(s); });
     return s;
@@ -136,6 +181,22 @@ inline size_t total_mem(P& p) {
     size_t t = 0;
     TRY(p.d.cuDeviceTotalMem(&t, p.dev[0]));
     return t;
+}
+
+// The 2-D copies' description: 4 rows of 128 bytes from host memory at `host` (pitch
+// `src_pitch`) into device memory at `dst` (pitch 256). A case spoils one field.
+inline CUDA_MEMCPY2D rows_htod(const void* host, size_t src_pitch, CUdeviceptr dst) {
+    CUDA_MEMCPY2D c;
+    std::memset(&c, 0, sizeof c);
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = host;
+    c.srcPitch = src_pitch;
+    c.dstMemoryType = CU_MEMORYTYPE_DEVICE;
+    c.dstDevice = dst;
+    c.dstPitch = 256;
+    c.WidthInBytes = 128;
+    c.Height = 4;
+    return c;
 }
 
 // ---- VMM -----------------------------------------------------------------------------
@@ -206,6 +267,34 @@ inline CUdeviceptr mapped_range(P& p, Cleanup& cl, size_t n) {
     map(p, cl, va, n, h);
     grant(p, va, n);
     return va;
+}
+
+// As mapped_range, for a case that unmaps the range itself (the unmap is what it probes, or comes
+// before it): no unmap is arranged. *h, where given, receives the handle.
+inline CUdeviceptr mapping_to_unmap(P& p, Cleanup& cl, size_t n, CUmemGenericAllocationHandle* h = nullptr) {
+    CUdeviceptr va = reserve(p, cl, n);
+    CUmemGenericAllocationHandle made = create(p, cl, n);
+    TRY(p.d.cuMemMap(va, n, 0, made, 0));
+    grant(p, va, n);
+    if (h) *h = made;
+    return va;
+}
+
+// Maps a new handle at [va, va + n) for a case that releases the handle itself while it is
+// mapped (what it probes): only the unmap is arranged, and the handle is released here where the
+// map is refused.
+inline CUmemGenericAllocationHandle map_handle_to_release(P& p, Cleanup& cl, CUdeviceptr va, size_t n) {
+    CUmemAllocationProp prop = vmm_prop(p.dev[0]);
+    CUmemGenericAllocationHandle h = 0;
+    TRY(p.d.cuMemCreate(&h, n, &prop, 0));
+    CUresult m = p.d.cuMemMap(va, n, 0, h, 0);
+    if (m != CUDA_SUCCESS) {
+        p.d.cuMemRelease(h);
+        throw SetupFailed{m, "cuMemMap"};
+    }
+    Driver* d = &p.d;
+    cl.add([d, va, n] { d->cuMemUnmap(va, n); });
+    return h;
 }
 
 // ---- a gate that holds a stream ---------------------------------------------------------

@@ -26,41 +26,31 @@ Tags &tags() {
 }
 } // namespace
 
-// Handles are reused by the allocator: a new stream or event starts untagged.
-static xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
-    const xmc_status st = host()->stream_create(inst, device, out);
+// The reference's answer `st`; on success, `tag` updates the tags under their lock.
+template <class Tag> static xmc_status tag_if_ok(xmc_status st, Tag tag) {
     if (st == XMC_OK) {
         std::lock_guard<std::mutex> lock(tags().mu);
-        tags().last_reads_pinned[*out] = false;
+        tag(tags());
     }
     return st;
+}
+
+// Handles are reused by the allocator: a new stream or event starts untagged.
+static xmc_status stream_create(xmc_instance *inst, int32_t device, xmc_stream **out) {
+    return tag_if_ok(host()->stream_create(inst, device, out), [&](Tags &t) { t.last_reads_pinned[*out] = false; });
 }
 
 static xmc_status event_create(xmc_instance *inst, int32_t device, xmc_event **out) {
-    const xmc_status st = host()->event_create(inst, device, out);
-    if (st == XMC_OK) {
-        std::lock_guard<std::mutex> lock(tags().mu);
-        tags().skip[*out] = false;
-    }
-    return st;
+    return tag_if_ok(host()->event_create(inst, device, out), [&](Tags &t) { t.skip[*out] = false; });
 }
 
 static xmc_status copy(xmc_instance *inst, const xmc_copy_desc *desc, xmc_stream *s) {
-    const xmc_status st = host()->copy(inst, desc, s);
-    if (st == XMC_OK) {
-        std::lock_guard<std::mutex> lock(tags().mu);
-        tags().last_reads_pinned[s] = desc->src.kind == XMC_MEM_PINNED;
-    }
-    return st;
+    return tag_if_ok(host()->copy(inst, desc, s),
+                     [&](Tags &t) { t.last_reads_pinned[s] = desc->src.kind == XMC_MEM_PINNED; });
 }
 
 static xmc_status event_record(xmc_instance *inst, xmc_event *e, xmc_stream *s) {
-    const xmc_status st = host()->event_record(inst, e, s);
-    if (st == XMC_OK) {
-        std::lock_guard<std::mutex> lock(tags().mu);
-        tags().skip[e] = tags().last_reads_pinned[s];
-    }
-    return st;
+    return tag_if_ok(host()->event_record(inst, e, s), [&](Tags &t) { t.skip[e] = t.last_reads_pinned[s]; });
 }
 
 static xmc_status stream_wait_event(xmc_instance *inst, xmc_stream *s, xmc_event *e) {

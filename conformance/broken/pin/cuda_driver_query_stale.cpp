@@ -14,8 +14,7 @@
 
 namespace xmc::broken_cuda {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::CudaDriver, false);
-    broken_pool::bugs().query_trusts_stale_table = true;
+    broken_pool::plant_bug(t, broken_pool::Method::CudaDriver, &broken_pool::Bugs::query_trusts_stale_table, false);
 }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_driver_query_stale")

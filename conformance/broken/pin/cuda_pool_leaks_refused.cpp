@@ -12,8 +12,7 @@
 
 namespace xmc::broken_cuda {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::CudaDriver, true);
-    broken_pool::bugs().leak_on_refused_pinning = true;
+    broken_pool::plant_bug(t, broken_pool::Method::CudaDriver, &broken_pool::Bugs::leak_on_refused_pinning);
 }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_pool_leaks_refused")

@@ -13,8 +13,7 @@
 
 namespace xmc::broken_cuda {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::CudaDriver, true);
-    broken_pool::bugs().release_skips_unregister = true;
+    broken_pool::plant_bug(t, broken_pool::Method::CudaDriver, &broken_pool::Bugs::release_skips_unregister);
 }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_pool_release_keeps_registration")

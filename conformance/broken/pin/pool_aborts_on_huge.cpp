@@ -10,8 +10,7 @@
 
 namespace xmc::broken {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::Mlock, true);
-    broken_pool::bugs().abort_on_wrapped_size_class = true;
+    broken_pool::plant_bug(t, broken_pool::Method::Mlock, &broken_pool::Bugs::abort_on_wrapped_size_class);
 }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_pool_aborts_on_huge")

@@ -10,7 +10,7 @@
 // (Bugs). A `*_control.cpp` plants none: the suite must pass it, so what the
 // bug files fail is the bug's, not the pool's.
 //
-// Use: in plant(), `use_pool(t, Method::..., /*pooled=*/true); bugs().x = true;`.
+// Use: in plant(), `plant_bug(t, Method::..., &Bugs::x);` (a control: `use_pool(t, Method::..., true);`).
 #pragma once
 #include "errors.hpp"
 #include "pin_registry.hpp"
@@ -348,12 +348,19 @@ inline xmc_status pin_query(xmc_instance *inst, const void *addr, size_t len, xm
     return XMC_OK;
 }
 
-inline xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_stats", "pin_stats: result pointer is NULL");
+// A statistics entry `call`: refuses a NULL result pointer, else fills *out with what `read`
+// reads of the pool under its lock.
+template <class Out, class Read> xmc_status read_stats(xmc_instance *inst, const char *call, Out *out, Read read) {
+    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, call, "%s: result pointer is NULL", call);
     Pool &pl = pool();
     std::lock_guard<std::recursive_mutex> lock(pl.mu);
-    *out = xmc_pin_stats{pl.bytes_now, pl.bytes_peak, pl.live.size()};
+    *out = read(pl);
     return XMC_OK;
+}
+
+inline xmc_status pin_stats(xmc_instance *inst, xmc_pin_stats *out) {
+    return read_stats(inst, "pin_stats", out,
+                      [](const Pool &pl) { return xmc_pin_stats{pl.bytes_now, pl.bytes_peak, pl.live.size()}; });
 }
 
 inline xmc_status pin_ref(xmc_instance *inst, const void *addr) {
@@ -401,11 +408,8 @@ inline xmc_status pin_pool_release(xmc_instance *) {
 }
 
 inline xmc_status pin_pool_stats(xmc_instance *inst, xmc_pin_pool_stats *out) {
-    if (!out) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "pin_pool_stats", "pin_pool_stats: result pointer is NULL");
-    Pool &pl = pool();
-    std::lock_guard<std::recursive_mutex> lock(pl.mu);
-    *out = xmc_pin_pool_stats{pl.pooled_bytes, pl.free_list.size()};
-    return XMC_OK;
+    return read_stats(inst, "pin_pool_stats", out,
+                      [](const Pool &pl) { return xmc_pin_pool_stats{pl.pooled_bytes, pl.free_list.size()}; });
 }
 
 inline size_t pin_min_alignment(xmc_instance *) { return page(); }
@@ -459,6 +463,12 @@ inline void use_pool(xmc_backend &t, Method method, bool pooled) {
     t.close = close;
     t.pin_pool_release = pooled ? pin_pool_release : nullptr;
     t.pin_pool_stats = pooled ? pin_pool_stats : nullptr;
+}
+
+// A bug file's whole plant(): the pool of `method`, with the one bug `bug` on.
+inline void plant_bug(xmc_backend &t, Method method, bool Bugs::*bug, bool pooled = true) {
+    use_pool(t, method, pooled);
+    bugs().*bug = true;
 }
 
 } // namespace xmc::broken_pool

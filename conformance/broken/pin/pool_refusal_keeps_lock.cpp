@@ -9,8 +9,7 @@
 
 namespace xmc::broken {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::Mlock, true);
-    broken_pool::bugs().refusal_keeps_lock = true;
+    broken_pool::plant_bug(t, broken_pool::Method::Mlock, &broken_pool::Bugs::refusal_keeps_lock);
 }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_pool_refusal_keeps_lock")

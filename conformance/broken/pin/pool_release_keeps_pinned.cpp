@@ -13,8 +13,7 @@
 
 namespace xmc::broken {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::Mlock, true);
-    broken_pool::bugs().release_misses_newest = true;
+    broken_pool::plant_bug(t, broken_pool::Method::Mlock, &broken_pool::Bugs::release_misses_newest);
 }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_pool_release_keeps_pinned")

@@ -10,8 +10,7 @@
 
 namespace xmc::broken {
 void plant(xmc_backend &t) {
-    broken_pool::use_pool(t, broken_pool::Method::Mlock, true);
-    broken_pool::bugs().large_handout_stays_listed = true;
+    broken_pool::plant_bug(t, broken_pool::Method::Mlock, &broken_pool::Bugs::large_handout_stays_listed);
 }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_pool_two_owners")

@@ -8,17 +8,11 @@
 // block reported not pinned), or the index is reallocated under the insert; the count loses
 // updates.
 #include "broken.hpp"
-
-#include <cstring>
+#include "skip_lock.hpp"
 
 namespace xmc::broken {
-// The bug: pin_alloc runs without the registry's lock.
-static void lock(std::mutex &mu, const char *call) {
-    if (std::strcmp(call, "pin_alloc") != 0) mu.lock();
-}
-static void unlock(std::mutex &mu, const char *call) {
-    if (std::strcmp(call, "pin_alloc") != 0) mu.unlock();
-}
-void plant(xmc_backend &) { be::PinRegistry::process().lock_steps = {lock, unlock}; }
+constexpr char kUnlocked[] = "pin_alloc";  // the bug: pin_alloc runs without the registry's lock
+using Steps = broken_lock::SkipLock<kUnlocked>;
+void plant(xmc_backend &) { be::PinRegistry::process().lock_steps = {Steps::lock, Steps::unlock}; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_racy_pin_alloc_unlocked")

@@ -7,17 +7,11 @@
 // (a double free reported as two successes), and the erase races every other thread's use of the
 // index.
 #include "broken.hpp"
-
-#include <cstring>
+#include "skip_lock.hpp"
 
 namespace xmc::broken {
-// The bug: pin_free runs without the registry's lock.
-static void lock(std::mutex &mu, const char *call) {
-    if (std::strcmp(call, "pin_free") != 0) mu.lock();
-}
-static void unlock(std::mutex &mu, const char *call) {
-    if (std::strcmp(call, "pin_free") != 0) mu.unlock();
-}
-void plant(xmc_backend &) { be::PinRegistry::process().lock_steps = {lock, unlock}; }
+constexpr char kUnlocked[] = "pin_free";  // the bug: pin_free runs without the registry's lock
+using Steps = broken_lock::SkipLock<kUnlocked>;
+void plant(xmc_backend &) { be::PinRegistry::process().lock_steps = {Steps::lock, Steps::unlock}; }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_racy_pin_free_unlocked")

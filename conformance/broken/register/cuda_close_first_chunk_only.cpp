@@ -10,10 +10,9 @@
 #include "reg_steps.hpp"
 
 namespace xmc::broken_cuda {
-static int64_t release(const char *call, void *ctx, void *base, void *chunk, size_t bytes) {
-    if (broken_reg::is(call, "close") && chunk != base) return 0;  // the bug: chunk 1 stands for all
-    return broken_reg::real().release(call, ctx, base, chunk, bytes);
+constexpr char kFirstChunkOnly[] = "close";  // the bug: the last close releases chunk 1 alone
+void plant(xmc_backend &) {
+    broken_reg::steps(xmc::cuda::registrations()).release = broken_reg::release_first_chunk_only<kFirstChunkOnly>;
 }
-void plant(xmc_backend &) { broken_reg::steps(xmc::cuda::registrations()).release = release; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_close_first_chunk_only")

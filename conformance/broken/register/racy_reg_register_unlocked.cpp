@@ -7,18 +7,15 @@
 // both succeed, and the insert races every other thread's use of the index.
 #include "broken.hpp"
 #include "reg_steps.hpp"
+#include "skip_lock.hpp"
 
 namespace xmc::broken {
-static void lock(std::mutex &mu, const char *call) {
-    if (!broken_reg::is(call, "reg_register")) mu.lock();  // the bug: register runs unlocked
-}
-static void unlock(std::mutex &mu, const char *call) {
-    if (!broken_reg::is(call, "reg_register")) mu.unlock();
-}
+constexpr char kUnlocked[] = "reg_register";  // the bug: register runs unlocked
+using Steps = broken_lock::SkipLock<kUnlocked>;
 void plant(xmc_backend &) {
     be::RegOps &ops = broken_reg::steps(xmc::host::registrations());
-    ops.lock = lock;
-    ops.unlock = unlock;
+    ops.lock = Steps::lock;
+    ops.unlock = Steps::unlock;
 }
 } // namespace xmc::broken
 XMC_BROKEN_BACKEND("broken_racy_reg_register_unlocked")
