@@ -627,6 +627,10 @@ public:
                 }
                 r.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
                 a->last_error(in, &r.error);
+                // Which paths this world ran, for qualify's log (count_path_taken).
+                if (r.status == XMC_OK)
+                    for (size_t q = 0; q < n; ++q)
+                        if (r.out_bytes[q] + r.in_bytes[q] > 0) count_path_taken(r.paths[q]);
             }
             src.fetch();
             tgt.fetch();

@@ -3,6 +3,7 @@
 #include "transport_threads.hpp"
 
 #include <algorithm>
+#include <utility>
 
 namespace xmc::conformance {
 
@@ -24,6 +25,24 @@ GroupSpec whole_world(const World &w) {
         g.labels.push_back(r);
     }
     return g;
+}
+
+namespace {
+std::mutex paths_mu;
+std::map<std::string, uint64_t> paths_taken;  // guarded by paths_mu
+} // namespace
+
+void count_path_taken(int path) {
+    const char *name = path == XMC_PATH_DIRECT ? "direct" : path == XMC_PATH_IPC ? "ipc" : path == XMC_PATH_NCCL ? "nccl"
+                       : path == XMC_PATH_STAGED ? "staged" : nullptr;
+    if (!name) return;  // not a path the backend reported (left as the harness filled it)
+    std::lock_guard<std::mutex> lock(paths_mu);
+    paths_taken[name] += 1;
+}
+
+std::map<std::string, uint64_t> take_paths_taken() {
+    std::lock_guard<std::mutex> lock(paths_mu);
+    return std::exchange(paths_taken, {});
 }
 
 RecordingTransport::RecordingTransport(const xmc_transport *inner, int group_size)

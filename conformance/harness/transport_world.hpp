@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -61,6 +62,12 @@ void set_world(World *w);
 
 // The default world as one group: every world rank, labelled by its world rank.
 GroupSpec whole_world(const World &w);
+
+// The data paths transfers took (AFF-PATH), counted once per successful transfer and peer it moved
+// bytes with, so that `xmc qualify` can say which paths a world ran (the IPC path shows only where
+// ranks are processes). Thread-safe; take_paths_taken() returns the counts by path name and resets.
+void count_path_taken(int path);
+std::map<std::string, uint64_t> take_paths_taken();
 
 // A transport wrapper that records what crosses this rank's end, per peer, and can fail one
 // operation or drop every send, for checks that take nothing on the backend's word. Thread-safe

@@ -9,9 +9,11 @@
 #include "bench.hpp"
 #include "catalogue.hpp"
 #include "fixture.hpp"
+#include "transport_world.hpp"
 #include "loader.hpp"
 #include "merge.hpp"
 #include "package.hpp"
+#include "procs.hpp"
 #include "qualify.hpp"
 #include "verify.hpp"
 #include "where.hpp"
@@ -302,7 +304,16 @@ public:
             if (std::strcmp(p.key(), kSkipKindProperty) == 0) ev["skip_kind"] = p.value();
             if (std::strcmp(p.key(), kSkipReasonProperty) == 0) ev["skip_reason"] = p.value();
         }
+        // The data paths its transfers took (qualify's log names them per world).
+        const auto paths = take_paths_taken();
+        if (!paths.empty()) ev["paths"] = paths;
         emit(ev);
+    }
+    // This process could not join qualify's process world: said once, instead of any test.
+    static void world_failed(const std::string &path, const std::string &why) {
+        std::ofstream(path, std::ios::app) << nlohmann::json{{"event", "world"}, {"error", why}}.dump(
+                                                  -1, ' ', false, nlohmann::json::error_handler_t::replace)
+                                           << "\n";
     }
 
 private:
@@ -384,6 +395,16 @@ int main(int argc, char **argv) {
                                               "(a catalogue row marked alone runs by itself; one marked waits, "
                                               "in a lane beside the N)")
         ->check(at_least(1))
+        ->capture_default_str();
+    qualify_cmd->add_option("--procs", q.procs, "The transfer requirements' tests also run in a world of N processes on "
+                                                "this host, over gloo (the paths between processes, e.g. CUDA IPC); 0: not")
+        ->check(CLI::Validator(
+            [](std::string &text) {
+                int v = -1;
+                return CLI::detail::lexical_cast(text, v) && (v == 0 || v >= 2) ? std::string()
+                                                                                 : "takes 0 (off) or a number >= 2, not '" + text + "'";
+            },
+            "0|N>=2"))
         ->capture_default_str();
     std::string shard;
     auto *shard_opt = qualify_cmd->add_option("--shard", shard, "Run share I of N of the selection (every N-th row); "
@@ -485,6 +506,18 @@ int main(int argc, char **argv) {
     std::string results_file;
     run_cmd->add_option("--backend", backend, "Backend name or library path (default: $XMC_BACKENDS, else host)");
     run_cmd->add_option("--xmc-results", results_file, "Write each test's outcome as a JSON line here (for qualify)");
+    // One rank of qualify's process world (--procs; procs.hpp): set by qualify, not by hand.
+    int xmc_rank = -1, xmc_ranks = 0;
+    std::string xmc_store;
+    auto *rank_opt = run_cmd->add_option("--xmc-rank", xmc_rank, "Run as this rank of a process world (for qualify --procs)")
+        ->check(CLI::NonNegativeNumber);
+    auto *ranks_opt = run_cmd->add_option("--xmc-ranks", xmc_ranks, "The process world's size (for qualify --procs)")
+        ->check(at_least(2));
+    auto *store_opt = run_cmd->add_option("--xmc-store", xmc_store,
+                                          "The process world's rendezvous folder, a gloo FileStore (for qualify --procs)");
+    rank_opt->needs(ranks_opt)->needs(store_opt);
+    ranks_opt->needs(rank_opt);
+    store_opt->needs(rank_opt);
     run_cmd->allow_extras();  // GoogleTest's flags
     run_cmd->footer("Other arguments go to GoogleTest: --gtest_filter=PATTERN, --gtest_repeat=N, --gtest_brief=1, ...");
 
@@ -542,9 +575,28 @@ int main(int argc, char **argv) {
                          args[1]);
             return 2;
         }
+        if (xmc_rank >= xmc_ranks && xmc_rank >= 0) {
+            std::fprintf(stderr, "xmc run: --xmc-rank %d is not below --xmc-ranks %d\n", xmc_rank, xmc_ranks);
+            return 2;
+        }
+        ProcsRank rank;
+        if (xmc_rank >= 0) {
+            std::string why;
+            if (!rank.join(xmc_rank, xmc_ranks, xmc_store, &why)) {
+                std::fprintf(stderr, "xmc run: rank %d of %d cannot join the process world: %s\n", xmc_rank, xmc_ranks,
+                             why.c_str());
+                if (!results_file.empty()) ResultsListener::world_failed(results_file, why);
+                return 5;  // qualify: the world did not start (its tests did not run)
+            }
+            std::printf("xmc run: rank %d of %d over gloo (file store %s), seed %llu (rerun: XMC_SEED=%llu)\n", xmc_rank,
+                        xmc_ranks, xmc_store.c_str(), (unsigned long long)rank.seed(), (unsigned long long)rank.seed());
+            std::fflush(stdout);
+        }
         if (!results_file.empty())
             ::testing::UnitTest::GetInstance()->listeners().Append(new ResultsListener(results_file));
-        return RUN_ALL_TESTS();
+        const int rc = RUN_ALL_TESTS();
+        rank.leave();
+        return rc;
     }
     if (*qualify_cmd) {
         q.backend = backend;

@@ -43,6 +43,7 @@ struct TestOutcome {
     double ms = 0;
     std::string skip_kind;    // a declared skip: "unsupported" or "no_device" (fixture.hpp)
     std::string skip_reason;
+    std::map<std::string, uint64_t> paths;  // the data paths its transfers took (count_path_taken)
 };
 
 struct Verdict {
@@ -57,6 +58,7 @@ struct Verdict {
     int runs = 0;                    // times its tests ran (--repeat); 0 when they did not run
     int failed_runs = 0;             // of those, the runs that failed
     json taken_over;                 // --rerun-failed: the parent's result, taken over as it is
+    json worlds;                     // the transfer tests' worlds: threads, processes (--procs), paths taken
 };
 
 // Full names ("Suite.Test") of the registered tests that belong to `r`.
@@ -138,7 +140,9 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
         if (ev["event"] == "start") *running = ev["name"];
         else {
             TestOutcome t{ev["name"], ev["status"], ev["message"], ev["ms"].get<double>(),
-                          ev.value("skip_kind", ""), ev.value("skip_reason", "")};
+                          ev.value("skip_kind", ""), ev.value("skip_reason", ""), {}};
+            if (ev["paths"].is_object())
+                for (const auto &[path, n] : ev["paths"].items()) t.paths[path] = n.get<uint64_t>();
             done[t.name] = t;
             running->clear();
         }
@@ -180,6 +184,239 @@ std::vector<TestOutcome> run_tests(const QualifyOptions &o, const std::vector<st
     std::vector<TestOutcome> out;
     for (const auto &t : tests) out.push_back(all[t]);
     return out;
+}
+
+// ---- --procs N: the transfer tests in a world of N processes (procs.hpp) ----
+
+// The transfer test bodies (TransferTest), which run in any world; the others run in one process.
+bool is_transfer_test(const std::string &name) { return name.find("/TransferTest.") != std::string::npos; }
+
+std::string paths_text(const std::map<std::string, uint64_t> &paths) {
+    std::string s;
+    for (const auto &[p, n] : paths) s += (s.empty() ? "" : ", ") + p + " " + std::to_string(n);
+    return s.empty() ? "none" : s;
+}
+
+// What the ranks of one process world did.
+struct ProcsRun {
+    std::string why_not;                                  // the world could not start: why ("" when it ran)
+    std::vector<std::map<std::string, TestOutcome>> done;  // per rank: its finished tests
+    std::vector<std::string> running;                      // per rank: the test running when it ended
+    std::string note;                                      // the first rank that died, or the timeout
+    bool timed_out = false;
+};
+
+// Forks o.procs children `xmc run --xmc-rank K` on `tests`, joined through a FileStore in a fresh
+// temporary folder (under $XMC_PROCS_TMPDIR, else the system's), and waits for all of them within
+// the requirement's time limit. One that dies, or cannot join, ends the others (they would wait for
+// it). Their logs are appended to `log`, each under a header naming its rank.
+ProcsRun run_procs(const QualifyOptions &o, const std::vector<std::string> &tests, const std::string &id,
+                   const std::string &logs, const std::string &log) {
+    ProcsRun pr;
+    const int n = o.procs;
+    pr.done.resize(size_t(n));
+    pr.running.resize(size_t(n));
+    const char *fault_env = std::getenv("XMC_TEST_PROCS_FAULT");  // the hook of qualify.procs_cannot_start
+    const std::string fault = fault_env ? fault_env : "";
+    // The rendezvous store's folder.
+    std::string store;
+    {
+        std::error_code ec;
+        const char *parent_env = std::getenv("XMC_PROCS_TMPDIR");
+        const std::filesystem::path parent = parent_env ? std::filesystem::path(parent_env)
+                                                        : std::filesystem::temp_directory_path(ec);
+        if (ec) {
+            pr.why_not = "cannot make the rendezvous store's folder: no temporary folder: " + ec.message();
+            return pr;
+        }
+        const std::string shown = (parent / "xmc-procs-XXXXXX").string();
+        std::string tmpl = shown;  // (mkdtemp may leave its attempt here when it fails)
+        if (!mkdtemp(tmpl.data())) {
+            pr.why_not = "cannot make the rendezvous store's folder " + shown + ": " +
+                         std::error_code(errno, std::generic_category()).message();
+            return pr;
+        }
+        store = tmpl;
+    }
+    // Every child's arguments and environment, built before the first fork (--jobs: see run_once).
+    std::string filter;
+    for (const auto &t : tests) filter += (filter.empty() ? "" : ":") + t;
+    const bool tsan = !g_sanitized.runner.empty();
+    std::vector<std::vector<std::string>> args(static_cast<size_t>(n));
+    std::vector<std::string> rank_logs, rank_results;
+    for (int k = 0; k < n; ++k) {
+        rank_logs.push_back(logs + "/" + id + ".rank" + std::to_string(k) + ".log");
+        rank_results.push_back(logs + "/" + id + ".rank" + std::to_string(k) + ".jsonl");
+        args[size_t(k)] = {"xmc", "run", "--backend", tsan ? g_sanitized.backend : o.backend, "--xmc-results",
+                           rank_results.back(), "--xmc-rank", std::to_string(k), "--xmc-ranks", std::to_string(n),
+                           "--xmc-store", store, "--gtest_filter=" + filter};
+    }
+    std::vector<std::vector<char *>> argv(static_cast<size_t>(n));
+    for (int k = 0; k < n; ++k) {
+        for (auto &a : args[size_t(k)]) argv[size_t(k)].push_back(a.data());
+        argv[size_t(k)].push_back(nullptr);
+    }
+    std::string tsan_var = "TSAN_OPTIONS=" + tsan_options();
+    std::vector<char *> envp;
+    for (char **e = environ; *e; ++e)
+        if (!tsan || std::strncmp(*e, "TSAN_OPTIONS=", 13) != 0) envp.push_back(*e);
+    if (tsan) envp.push_back(tsan_var.data());
+    envp.push_back(nullptr);
+
+    std::vector<pid_t> pids;
+    pid_t group = 0;  // the ranks share one process group: a timeout or a death ends all of them
+    for (int k = 0; k < n; ++k) {
+        std::remove(rank_results[size_t(k)].c_str());
+        const int fd = open(rank_logs[size_t(k)].c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        pid_t pid = -1;
+        if (fault == "fork") errno = EAGAIN;
+        else pid = fork();
+        if (pid == 0) {
+            if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
+            setpgid(0, group);
+            execve(tsan ? g_sanitized.runner.c_str() : "/proc/self/exe", argv[size_t(k)].data(), envp.data());
+            _exit(127);
+        }
+        if (fd >= 0) close(fd);
+        if (pid < 0) {
+            pr.why_not = "fork of rank " + std::to_string(k) + " failed: " +
+                         std::error_code(errno, std::generic_category()).message() +
+                         (fault == "fork" ? " (simulated: XMC_TEST_PROCS_FAULT=fork)" : "");
+            break;
+        }
+        if (!group) group = pid;
+        setpgid(pid, group);  // (the child does too: whichever runs first)
+        pids.push_back(pid);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(o.timeout_s);
+    std::vector<int> status(pids.size(), 0);
+    std::vector<bool> ended(pids.size(), false);
+    size_t left = pids.size();
+    bool killed = !pr.why_not.empty();
+    if (killed && group) kill(-group, SIGKILL);
+    int exec_failed = -1;
+    while (left) {
+        for (size_t k = 0; k < pids.size(); ++k) {
+            if (ended[k] || waitpid(pids[k], &status[k], WNOHANG) != pids[k]) continue;
+            ended[k] = true;
+            --left;
+            const int st = status[k];
+            const bool abnormal = WIFSIGNALED(st) || (WIFEXITED(st) && WEXITSTATUS(st) > 1);
+            if (!abnormal || killed) continue;
+            // The first rank that ended abnormally: the others would wait for it, so they end too.
+            if (WIFEXITED(st) && WEXITSTATUS(st) == 127) exec_failed = int(k);
+            if (WIFSIGNALED(st)) {
+                const char *what = sigdescr_np(WTERMSIG(st));
+                pr.note = "rank " + std::to_string(k) + " died by signal " +
+                          (what ? std::string(what) : std::to_string(WTERMSIG(st)));
+            } else {
+                pr.note = "rank " + std::to_string(k) + " exited with status " + std::to_string(WEXITSTATUS(st));
+            }
+            kill(-group, SIGKILL);
+            killed = true;
+        }
+        if (left && !killed && std::chrono::steady_clock::now() > deadline) {
+            pr.timed_out = true;
+            pr.note = "timed out after " + std::to_string(o.timeout_s) + " s";
+            kill(-group, SIGKILL);
+            killed = true;
+        }
+        if (left) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Each rank's results, then its log into the requirement's.
+    std::string world_error;
+    for (int k = 0; k < n; ++k) {
+        std::ifstream in(rank_results[size_t(k)]);
+        for (std::string line; std::getline(in, line);) {
+            json ev = json::parse(line, nullptr, false);
+            if (ev.is_discarded()) continue;
+            if (ev["event"] == "world") {
+                if (world_error.empty()) world_error = "rank " + std::to_string(k) + ": " + ev.value("error", "");
+            } else if (ev["event"] == "start") {
+                pr.running[size_t(k)] = ev["name"];
+            } else {
+                TestOutcome t{ev["name"], ev["status"], ev["message"], ev["ms"].get<double>(),
+                              ev.value("skip_kind", ""), ev.value("skip_reason", ""), {}};
+                if (ev["paths"].is_object())
+                    for (const auto &[path, c] : ev["paths"].items()) t.paths[path] = c.get<uint64_t>();
+                pr.done[size_t(k)][t.name] = t;
+                pr.running[size_t(k)].clear();
+            }
+        }
+        std::remove(rank_results[size_t(k)].c_str());
+        std::ifstream rank_log(rank_logs[size_t(k)]);
+        std::ofstream(log, std::ios::app) << "==== xmc qualify --procs " << n << ": process world, rank " << k << " of "
+                                          << n << " ====\n"
+                                          << rank_log.rdbuf();
+        rank_log.close();
+        std::remove(rank_logs[size_t(k)].c_str());
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(store, ec);
+    if (pr.why_not.empty() && !world_error.empty()) pr.why_not = world_error;
+    if (pr.why_not.empty() && exec_failed >= 0)
+        pr.why_not = "rank " + std::to_string(exec_failed) + " could not exec the runner (exit 127)";
+    return pr;
+}
+
+// The process world's outcome folded into the requirement's tests: a failure on any rank fails the
+// test, naming the rank. A world that could not start leaves no test passed: the requirement is
+// then unsupported with the reason, never passed on half its worlds. *worlds records both worlds
+// and the paths each took; the log says them too.
+void merge_procs(const QualifyOptions &o, const ProcsRun &pr, std::vector<TestOutcome> &tests, const std::string &log,
+                 json *worlds) {
+    const std::string world = "process world (" + std::to_string(o.procs) + " ranks over gloo)";
+    std::map<std::string, uint64_t> threads_paths, procs_paths;
+    for (const auto &t : tests)
+        for (const auto &[p, c] : t.paths) threads_paths[p] += c;
+    std::ofstream out(log, std::ios::app);
+    out << "xmc qualify: thread world (one process): data paths taken: " << paths_text(threads_paths) << "\n";
+    (*worlds)["threads"] = {{"paths", threads_paths}};
+    if (!pr.why_not.empty()) {
+        const std::string why = "the " + world + " could not start: " + pr.why_not;
+        for (auto &t : tests)
+            if (t.status == "passed") {
+                t.status = "skipped";
+                t.skip_kind = "unsupported";
+                t.skip_reason = why;
+                t.message = "passed in the thread world; " + why;
+            }
+        out << "xmc qualify: " << why << "\n";
+        (*worlds)["processes"] = {{"ranks", o.procs}, {"started", false}, {"reason", pr.why_not}};
+        return;
+    }
+    for (auto &t : tests) {
+        if (!is_transfer_test(t.name)) continue;
+        for (size_t k = 0; k < pr.done.size(); ++k) {
+            const std::string who = world + ", rank " + std::to_string(k) + ": ";
+            TestOutcome r;
+            if (auto it = pr.done[k].find(t.name); it != pr.done[k].end()) {
+                r = it->second;
+            } else if (pr.running[k] == t.name) {
+                r.status = pr.timed_out ? "timeout" : "crashed";
+                r.message = "the world ended while this test ran (" + (pr.note.empty() ? "exit" : pr.note) + ")";
+            } else {
+                r.status = "failed";
+                r.message = "not run: the world ended before it (" + (pr.note.empty() ? "exit" : pr.note) + ")";
+            }
+            for (const auto &[p, c] : r.paths) procs_paths[p] += c;
+            if (r.status == "skipped" && (r.skip_kind.empty() || r.skip_reason.empty())) {
+                r.status = "failed";
+                r.message = "skipped without a declared reason: " + r.message;
+            }
+            if (r.status == "passed" || r.status == "skipped") continue;
+            if (t.status == "passed" || t.status == "skipped") {
+                t.status = r.status;
+                t.message = who + r.message;
+            } else {
+                t.message += "\n" + who + r.message;
+            }
+        }
+    }
+    out << "xmc qualify: " << world << ": data paths taken: " << paths_text(procs_paths)
+        << (pr.note.empty() ? "" : " (" + pr.note + ")") << "\n";
+    (*worlds)["processes"] = {{"ranks", o.procs}, {"started", true}, {"paths", procs_paths}};
+    if (!pr.note.empty()) (*worlds)["processes"]["note"] = pr.note;
 }
 
 // One run's verdict from its tests' outcomes (a skip without a declared
@@ -240,7 +477,21 @@ Verdict evaluate(const QualifyOptions &o, const Requirement &r, const std::vecto
             }
             std::string note, verdict, reason;
             std::vector<TestOutcome> outcome = run_tests(o, tests, log, logs + "/" + r.id + ".jsonl", &note);
+            // --procs: the transfer tests again, in a world of processes (the paths between them).
+            std::vector<std::string> transfer;
+            for (const auto &t : tests)
+                if (is_transfer_test(t)) transfer.push_back(t);
+            if (o.procs >= 2 && !transfer.empty()) {
+                const ProcsRun pr = run_procs(o, transfer, r.id, logs, log);
+                merge_procs(o, pr, outcome, log, &v.worlds);
+            }
             judge(outcome, note, &verdict, &reason);
+            if (v.worlds.contains("processes")) {
+                const json &pw = v.worlds["processes"];
+                if (pw.value("started", false))
+                    reason += "; process world of " + std::to_string(o.procs) + " ranks: paths " +
+                              paths_text(pw["paths"].get<std::map<std::string, uint64_t>>());
+            }
             // A ThreadSanitizer report fails the requirement even when every check passed.
             if (std::string race; !g_sanitized.runner.empty() && tsan_reported(log, &race)) {
                 reason = "ThreadSanitizer reported a data race (" + race + "; the report is in " + log + "), " + reason;
@@ -318,6 +569,7 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
     j["timeout_s"] = o.timeout_s;
     j["jobs"] = o.jobs;
     j["repeat"] = o.repeat;
+    j["procs"] = o.procs;
     j["shard"] = o.shard_count ? json{{"index", o.shard_index}, {"count", o.shard_count}} : json(nullptr);
     j["waivers_source"] = waivers_source;
     j["mustpass"] = {{"suite", mustpass.suite}, {"lists", mustpass.lists}};
@@ -341,6 +593,7 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
                   {"reproduce", v.reproduce}, {"runs", v.runs}, {"failed_runs", v.failed_runs},
                   {"flake_rate", v.runs ? static_cast<double>(v.failed_runs) / v.runs : 0.0}, {"tests", json::array()}};
         if (parent) r["rerun"] = true;
+        if (!v.worlds.is_null()) r["worlds"] = v.worlds;
         if (v.waiver)
             r["waiver"] = {{"reason", v.waiver->reason}, {"link", v.waiver->link}, {"device", v.waiver->device},
                            {"line", v.waiver->line}};
@@ -504,6 +757,9 @@ int qualify(const QualifyOptions &opts) {
     std::filesystem::remove_all(o.out_dir + "/plots", ec);
     std::printf("xmc qualify: backend %s %s (%s), capabilities: %s\n", b->api->name, b->api->version,
                 b->path.c_str(), caps_to_string(b->api->capabilities).c_str());
+    if (o.procs >= 2 && (b->api->capabilities & XMC_CAP_TRANSFER))
+        std::printf("xmc qualify: --procs %d: the transfer tests also run in a world of %d processes over gloo\n", o.procs,
+                    o.procs);
 
     // The environment statement; the devices it names select device waivers.
     const json environment = collect_environment(*b, std::min(o.timeout_s, 60));

@@ -6,6 +6,8 @@
 // At fleet scale: --jobs N (requirements in parallel), --shard I/N (one share
 // of the selection; `xmc merge` joins the shares), --rerun-failed DIR (what
 // failed in an earlier package, the rest taken over), --repeat N (flake rates).
+// --procs N: the transfer requirements' tests also run in a world of N forked
+// ranks over gloo (procs.hpp), where the paths between processes (IPC) run.
 #pragma once
 #include <string>
 #include <vector>
@@ -30,6 +32,7 @@ struct QualifyOptions {
     int repeat = 1;           // each requirement's tests run this many times; any failing run fails it
     std::string rerun_failed; // an earlier package: rerun what failed there, take the rest over
     std::string sanitize;     // "thread": the children are the TSan runner on the TSan backend (sanitize.hpp)
+    int procs = 2;            // the transfer tests also run in a world of this many processes (procs.hpp); 0: not
 };
 
 // --shard I/N: "I/N" with 1 <= I <= N; false with *error saying what is wrong.

@@ -57,6 +57,8 @@ expect 2 "xmc qualify: --shard: takes I/N, share I of N with 1 <= I <= N \(e.g. 
 expect 2 "xmc qualify: --shard: takes I/N, share I of N with 1 <= I <= N \(e.g. 1/2\), not '0/2'" qualify --backend host --out "$work/q" --shard 0/2
 expect 2 "xmc qualify: --shard: takes I/N, .*not '2'" qualify --backend host --out "$work/q" --shard 2
 expect 2 'xmc qualify: --repeat: takes a number >= 1, not .0.' qualify --backend host --out "$work/q" --repeat 0
+expect 2 "xmc qualify: --procs: takes 0 \(off\) or a number >= 2, not '1'" qualify --backend host --out "$work/q" --procs 1
+expect 2 'xmc run: --xmc-rank requires --xmc-ranks' run --backend host --xmc-rank 0
 mkdir -p "$work/not-a-package"
 expect 2 'xmc qualify: --rerun-failed: .*/not-a-package is not a qualification package: it holds no readable results.json' \
   qualify --backend host --out "$work/q" --rerun-failed "$work/not-a-package"
