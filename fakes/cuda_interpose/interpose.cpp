@@ -125,8 +125,14 @@ struct State {
     CUresult (*ctx_get_device)(CUdevice*) = nullptr;
     std::string init_error;
     CUresult error_code = CUDA_SUCCESS;
+    bool script_error = false;  // the error is XMC_FAKE_CUDA_FAULTS's (a reset re-reads it)
     std::string last_error;
     bool trace = false;
+    // The fake's configuration where the driver beneath is real (over the fake, the fake reads it):
+    // the hidings the conformance harness asks for (absent_platform.cpp), emulated.
+    bool no_devices = false;      // XMC_FAKE_CUDA_DEVICES=0: cuInit answers CUDA_ERROR_NO_DEVICE
+    bool hide_register = false;   // XMC_FAKE_CUDA_ATTRS=host_register_supported=0
+    bool hide_vmm = false;        // XMC_FAKE_CUDA_ATTRS=virtual_memory_management_supported=0
 
     std::vector<xmc_faults::Rule> rules;
     uint64_t calls[kEntries] = {};
@@ -513,6 +519,11 @@ XMC_IP_POST(cuDevicePrimaryCtxRelease, CUdevice dev) {
     reclaim_context_locked(it->second.ctx);
     state().primaries.erase(it);
 }
+XMC_IP_POST(cuDeviceGetAttribute, int* value, CUdevice_attribute attr, CUdevice) {
+    if ((attr == CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED && state().hide_register) ||
+        (attr == CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED && state().hide_vmm))
+        *value = 0;
+}
 XMC_IP_POST(cuStreamCreate, CUstream* s, unsigned) { state().streams[*s] = t_current; }
 XMC_IP_POST(cuStreamDestroy, CUstream s) { state().streams.erase(s); }
 XMC_IP_POST(cuEventCreate, CUevent* e, unsigned) { state().events[*e] = t_current; }
@@ -551,6 +562,11 @@ struct Fwd<Id, CUresult (*)(A...)> {
         if constexpr (kSizeArg<Id> >= 0) size = static_cast<uint64_t>(std::get<kSizeArg<Id>>(std::tie(a...)));
         if (!enter(Id, kSizeArg<Id> >= 0, size, &r)) return r;
         State& g = state();
+        // The hidings of the fake's configuration over a real driver, answered as the fake answers.
+        if (Id == id_cuInit && g.no_devices) return CUDA_ERROR_NO_DEVICE;
+        if (Id == id_cuMemHostRegister && g.hide_register) return CUDA_ERROR_NOT_SUPPORTED;
+        if ((Id == id_cuMemCreate || Id == id_cuMemGetAllocationGranularity) && g.hide_vmm)
+            return CUDA_ERROR_NOT_SUPPORTED;
         if constexpr (Hook<Id>::kPre) {
             std::lock_guard<std::mutex> lk(g.mu);
             Hook<Id>::pre(a...);
@@ -597,7 +613,48 @@ bool load_faults_locked(State& g) {
     if (xmc_faults::parse(dialect(), v, g.rules, err)) return true;
     g.rules.clear();
     fail_init(g, CUDA_ERROR_INVALID_VALUE, "XMC_FAKE_CUDA_FAULTS: " + err);
+    g.script_error = true;
     return false;
+}
+
+// The fake's configuration (fake_cuda_control.h) where the driver beneath is real: what the
+// conformance harness hides is emulated (every device, host registration, VMM); the rest cannot be
+// scripted over a real driver and is refused, naming it, never silently ignored.
+void real_driver_config_locked(State& g) {
+    auto env = [](const char* k) -> std::string {
+        const char* v = std::getenv(k);
+        return v ? v : "";
+    };
+    const std::string devices = env("XMC_FAKE_CUDA_DEVICES");
+    if (devices == "0")
+        g.no_devices = true;
+    else if (!devices.empty())
+        return fail_init(g, CUDA_ERROR_INVALID_VALUE,
+                         "XMC_FAKE_CUDA_DEVICES='" + devices + "': over a real driver the interposer hides every " +
+                             "device (0) and no other count (CUDA_VISIBLE_DEVICES selects real devices)");
+    for (const char* k : {"XMC_FAKE_CUDA_ORDER", "XMC_FAKE_CUDA_MEM_BYTES", "XMC_FAKE_CUDA_STREAM_POOL_BYTES"})
+        if (!env(k).empty())
+            return fail_init(g, CUDA_ERROR_INVALID_VALUE,
+                             std::string(k) + "='" + env(k) + "' configures the fake driver; the interposer over the " +
+                                 "real driver " + g.real_path + " cannot script it");
+    const std::string attrs = env("XMC_FAKE_CUDA_ATTRS");
+    for (size_t at = 0; at < attrs.size();) {
+        size_t end = attrs.find(',', at);
+        if (end == std::string::npos) end = attrs.size();
+        std::string part = attrs.substr(at, end - at);
+        at = end + 1;
+        part.erase(0, part.find_first_not_of(" \t"));
+        part.erase(part.find_last_not_of(" \t") + 1);
+        if (part.empty()) continue;
+        if (part == "host_register_supported=0")
+            g.hide_register = true;
+        else if (part == "virtual_memory_management_supported=0")
+            g.hide_vmm = true;
+        else
+            return fail_init(g, CUDA_ERROR_INVALID_VALUE,
+                             "XMC_FAKE_CUDA_ATTRS: '" + part + "': over a real driver the interposer hides only " +
+                                 "host_register_supported=0 and virtual_memory_management_supported=0");
+    }
 }
 
 __attribute__((constructor)) void on_load() {
@@ -644,7 +701,9 @@ __attribute__((constructor)) void on_load() {
                      g.real_path.c_str(), missing.c_str());
     g.ctx_get_current = reinterpret_cast<decltype(g.ctx_get_current)>(dlsym(g.real_lib, "cuCtxGetCurrent"));
     g.ctx_get_device = reinterpret_cast<decltype(g.ctx_get_device)>(dlsym(g.real_lib, "cuCtxGetDevice"));
-    load_faults_locked(g);  // a malformed script: every call answers CUDA_ERROR_INVALID_VALUE
+    // Over the fake (the tests here), the fake reads its own configuration.
+    if (dlsym(g.real_lib, "xmc_fake_cuda_set_faults") == nullptr) real_driver_config_locked(g);
+    if (g.init_error.empty()) load_faults_locked(g);  // malformed: every call answers CUDA_ERROR_INVALID_VALUE
 }
 
 // ---- ledger --------------------------------------------------------------------------------
@@ -857,7 +916,8 @@ XMC_FAKE_CUDA_EXPORT void xmc_fake_cuda_reset(void) {
     g.records_seen = 0;
     g.reclaimed = 0;
     g.second_releases = 0;
-    if (g.error_code == CUDA_ERROR_INVALID_VALUE) {  // a malformed script was the only error
+    if (g.script_error) {  // a malformed script was the error
+        g.script_error = false;
         g.init_error.clear();
         g.error_code = CUDA_SUCCESS;
         g.last_error.clear();
