@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # One GPU machine's session in one call: the steps named (default all) of
 #   gpu1     the gpu1 tier, serial, then with --jobs 4
+#   gpu1-interpose  the gpu1 tier through the interposer over the real driver (B/lib/
+#            libxmc_cuda_interpose.so: fault injection and the ledger on the GPU, issue 28)
 #   bench    xmc bench at 16 MiB..1 GiB (each row beside its same-run peak) and a baseline from it
 #   transfer xmc_gpu_transfer_bench (skips itself below two GPUs)
 #   ipc      path IPC between two processes on one GPU: the transfer bodies (AFF-*) under
@@ -38,6 +40,10 @@ for s in $steps; do
       step gpu1 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
       step gpu1-jobs4 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-jobs4" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
       tar czf "$out/gpu1.tgz" -C "$w" gpu1 gpu1-jobs4 ;;
+    gpu1-interpose)
+      XMC_CUDA_INTERPOSE="$b/lib/libxmc_cuda_interpose.so" step gpu1-interpose 300 hardware/run_tier.sh gpu1 1 "$x" \
+        "$w/gpu1-interpose" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
+      tar czf "$out/gpu1-interpose.tgz" -C "$w" gpu1-interpose ;;
     bench)
       step bench 300 "$x" bench --backend cuda --sizes 16M,64M,256M,1G --json "$w/bench.json" --write-baseline "$w/baseline.json" --tolerance 0.05
       tar czf "$out/bench.tgz" -C "$w" bench.json bench.csv baseline.json 2>/dev/null ;;

@@ -110,7 +110,9 @@ std::string cuda_config_error() {
 bool cuda_control(DriverControl *c, std::string *why) {
     const char *env = std::getenv("XMC_CUDA_DRIVER");
     c->library = env && *env ? env : "libcuda.so.1";
-    // RTLD_NOLOAD: only the library the backend already loaded, never another.
+    // RTLD_NOLOAD: only the library the backend already loaded, never another. And dlsym on that
+    // handle, never RTLD_DEFAULT: under the interposer (fakes/cuda_interpose) the fake it may
+    // forward to exports the same xmc_fake_cuda_* names, and the interposer's are the ones to use.
     void *h = dlopen(c->library.c_str(), RTLD_NOW | RTLD_NOLOAD);
     if (!h) {
         *why = "backend 'cuda' has no driver loaded from '" + c->library + "', so no fault injection";
@@ -122,7 +124,8 @@ bool cuda_control(DriverControl *c, std::string *why) {
         !resolve(h, "xmc_fake_cuda_ledger", &c->ledger) || !resolve(h, "xmc_fake_cuda_call_records", &g_cuda_records) ||
         !resolve(h, "xmc_fake_cuda_reset_call_records", &g_cuda_reset_records) ||
         !resolve(h, "xmc_fake_cuda_last_error", &g_cuda_last_error)) {
-        *why = "backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection";
+        *why = "backend 'cuda' runs on '" + c->library + "', a driver without the fake's fault injection" +
+               " (a real driver has it through fakes/cuda_interpose: XMC_CUDA_DRIVER=libxmc_cuda_interpose.so)";
         return false;
     }
     resolve(h, "xmc_fake_cuda_second_releases", &c->second_releases);
