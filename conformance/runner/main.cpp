@@ -396,8 +396,10 @@ int main(int argc, char **argv) {
                                               "in a lane beside the N)")
         ->check(at_least(1))
         ->capture_default_str();
-    qualify_cmd->add_option("--procs", q.procs, "The transfer requirements' tests also run in a world of N processes on "
-                                                "this host, over gloo (the paths between processes, e.g. CUDA IPC); 0: not")
+    auto *procs_opt = qualify_cmd->add_option("--procs", q.procs, "The transfer requirements' tests also run in a world of N processes on "
+                                                "this host, over gloo (the paths between processes, e.g. CUDA IPC); 0: not. "
+                                                "Not given: 2, for each requirement whose tests took the direct path "
+                                                "among threads")
         ->check(CLI::Validator(
             [](std::string &text) {
                 int v = -1;
@@ -600,6 +602,7 @@ int main(int argc, char **argv) {
     }
     if (*qualify_cmd) {
         q.backend = backend;
+        q.procs_auto = procs_opt->count() == 0;
         std::string err;
         if (!bench_sizes.empty()) parse_sizes(bench_sizes, &q.bench_sizes, &err);  // checked by size_list()
         if (!shard.empty()) parse_shard(shard, &q.shard_index, &q.shard_count, &err);  // checked by shard_spec()

@@ -359,6 +359,28 @@ ProcsRun run_procs(const QualifyOptions &o, const std::vector<std::string> &test
     return pr;
 }
 
+// --procs not given: whether the thread world took a path within one address space (direct), which
+// between processes becomes another (IPC, NCCL). Where it took only staged, processes would take
+// staged again over another transport: the process world is left out, which keeps the host's whole
+// qualification within its time (SPEC 10: 5 s with it left out, 11 s run).
+bool took_direct(const std::vector<TestOutcome> &tests) {
+    for (const auto &t : tests)
+        if (auto it = t.paths.find("direct"); it != t.paths.end() && it->second > 0) return true;
+    return false;
+}
+
+void skip_procs(const QualifyOptions &o, const std::vector<TestOutcome> &tests, const std::string &log, json *worlds) {
+    std::map<std::string, uint64_t> threads_paths;
+    for (const auto &t : tests)
+        for (const auto &[p, c] : t.paths) threads_paths[p] += c;
+    const std::string why = "not run (--procs not given): the thread world took no path within one address space "
+                            "(direct), so processes would take the same paths";
+    std::ofstream(log, std::ios::app) << "xmc qualify: thread world (one process): data paths taken: "
+                                      << paths_text(threads_paths) << "\nxmc qualify: process world: " << why << "\n";
+    (*worlds)["threads"] = {{"paths", threads_paths}};
+    (*worlds)["processes"] = {{"ranks", o.procs}, {"started", false}, {"reason", why}};
+}
+
 // The process world's outcome folded into the requirement's tests: a failure on any rank fails the
 // test, naming the rank. A world that could not start leaves no test passed: the requirement is
 // then unsupported with the reason, never passed on half its worlds. *worlds records both worlds
@@ -482,8 +504,12 @@ Verdict evaluate(const QualifyOptions &o, const Requirement &r, const std::vecto
             for (const auto &t : tests)
                 if (is_transfer_test(t)) transfer.push_back(t);
             if (o.procs >= 2 && !transfer.empty()) {
-                const ProcsRun pr = run_procs(o, transfer, r.id, logs, log);
-                merge_procs(o, pr, outcome, log, &v.worlds);
+                if (o.procs_auto && !took_direct(outcome)) {
+                    skip_procs(o, outcome, log, &v.worlds);
+                } else {
+                    const ProcsRun pr = run_procs(o, transfer, r.id, logs, log);
+                    merge_procs(o, pr, outcome, log, &v.worlds);
+                }
             }
             judge(outcome, note, &verdict, &reason);
             if (v.worlds.contains("processes")) {
@@ -570,6 +596,7 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
     j["jobs"] = o.jobs;
     j["repeat"] = o.repeat;
     j["procs"] = o.procs;
+    j["procs_auto"] = o.procs_auto;
     j["shard"] = o.shard_count ? json{{"index", o.shard_index}, {"count", o.shard_count}} : json(nullptr);
     j["waivers_source"] = waivers_source;
     j["mustpass"] = {{"suite", mustpass.suite}, {"lists", mustpass.lists}};
@@ -758,8 +785,8 @@ int qualify(const QualifyOptions &opts) {
     std::printf("xmc qualify: backend %s %s (%s), capabilities: %s\n", b->api->name, b->api->version,
                 b->path.c_str(), caps_to_string(b->api->capabilities).c_str());
     if (o.procs >= 2 && (b->api->capabilities & XMC_CAP_TRANSFER))
-        std::printf("xmc qualify: --procs %d: the transfer tests also run in a world of %d processes over gloo\n", o.procs,
-                    o.procs);
+        std::printf("xmc qualify: --procs %d: the transfer tests also run in a world of %d processes over gloo%s\n", o.procs,
+                    o.procs, o.procs_auto ? " (not given: where the thread world took the direct path)" : "");
 
     // The environment statement; the devices it names select device waivers.
     const json environment = collect_environment(*b, std::min(o.timeout_s, 60));

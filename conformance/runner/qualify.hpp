@@ -33,6 +33,9 @@ struct QualifyOptions {
     std::string rerun_failed; // an earlier package: rerun what failed there, take the rest over
     std::string sanitize;     // "thread": the children are the TSan runner on the TSan backend (sanitize.hpp)
     int procs = 2;            // the transfer tests also run in a world of this many processes (procs.hpp); 0: not
+    bool procs_auto = true;   // --procs not given: the process world runs only for a requirement whose tests took,
+                              // in the thread world, a path within one address space (direct), which between
+                              // processes becomes another (IPC); staged alone would be the same path again
 };
 
 // --shard I/N: "I/N" with 1 <= I <= N; false with *error saying what is wrong.

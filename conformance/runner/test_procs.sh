@@ -64,7 +64,7 @@ cannot_start)
   # One fast transfer requirement on the host backend, its world broken three ways.
   run() {  # run NAME ENV... : qualify AFF-ACCOUNT with ENV set
     local name=$1; shift
-    env "$@" "$xmc" qualify --backend host --filter AFF-ACCOUNT --out "$work/$name" > "$work/$name.out" 2>&1
+    env "$@" "$xmc" qualify --backend host --filter AFF-ACCOUNT --procs 2 --out "$work/$name" > "$work/$name.out" 2>&1
     echo "$name: exit $?"
   }
   run store XMC_PROCS_TMPDIR=/nonexistent/xmc-procs
@@ -82,6 +82,11 @@ cannot_start)
   run control
   has "$work/control/summary.txt" 'passed:1 failed:0 unsupported:0 ' "control: passed"
   has "$work/control/logs/AFF-ACCOUNT.log" '^xmc qualify: process world \(2 ranks over gloo\): data paths taken: [a-z]+ [1-9]' "control: the process world's paths"
+  # --procs not given: the host's thread world takes only staged, so the process world is left out,
+  # saying why (the host's whole qualification stays within its time); a broken world is then no reason.
+  env XMC_PROCS_TMPDIR=/nonexistent/xmc-procs "$xmc" qualify --backend host --filter AFF-ACCOUNT --out "$work/auto" > "$work/auto.out" 2>&1
+  has "$work/auto/summary.txt" 'passed:1 failed:0 unsupported:0 ' "auto, host: passed on the thread world"
+  has "$work/auto/logs/AFF-ACCOUNT.log" '^xmc qualify: process world: not run \(--procs not given\): the thread world took no path within one address space' "auto, host: the process world left out, saying why"
   ;;
 *) echo "test_procs.sh: unknown mode $mode"; exit 2 ;;
 esac
