@@ -68,7 +68,8 @@ typedef enum xmc_status {
     XMC_ERR_NO_DEVICE = 16,         /* device index out of range */
     XMC_ERR_TOO_LARGE = 17,         /* above a per-call limit the backend declares and does not split (0.2) */
     XMC_ERR_CAPTURING = 18,         /* the stream is capturing a graph, which the call may not join (0.2) */
-    XMC_STATUS_COUNT_ = 19
+    XMC_ERR_STALE = 19,             /* a prepared transfer's buffer was freed, replaced or released since prepare (0.3) */
+    XMC_STATUS_COUNT_ = 20
 } xmc_status;
 
 /* ---- capabilities ------------------------------------------------------ */
@@ -88,7 +89,9 @@ typedef uint64_t xmc_caps;
  * it), and RLIMIT_MEMLOCK does not apply (PIN-KINDS) */
 #define XMC_CAP_PIN_DRIVER   (1ull << 10)
 #define XMC_CAP_PIN_CACHE    (1ull << 11)  /* (0.2) free hands a block to the backend's pool (PIN-POOL) */
-#define XMC_CAP_COUNT_       12
+/* (0.3) prepare a transfer once, run it many times, release it (AFF-PREPARED-*) */
+#define XMC_CAP_TRANSFER_PREPARED (1ull << 12)
+#define XMC_CAP_COUNT_       13
 
 /* ---- error detail ------------------------------------------------------ */
 typedef struct xmc_error_info {
@@ -101,6 +104,7 @@ typedef struct xmc_error_info {
 /* ---- opaque objects ---------------------------------------------------- */
 typedef struct xmc_instance xmc_instance;
 typedef struct xmc_stream xmc_stream;
+typedef struct xmc_prepared xmc_prepared;  /* (0.3) a prepared transfer */
 typedef struct xmc_event xmc_event;
 typedef struct xmc_slot xmc_slot;
 typedef struct xmc_request xmc_request;
@@ -159,7 +163,7 @@ typedef struct xmc_pin_pool_stats {
  * still hold: pinned blocks, the pin pool and registrations. */
 typedef struct xmc_close_report {
     uint32_t last_instance;   /* 1 when no instance of the backend is left open */
-    uint32_t reserved;        /* 0 */
+    uint32_t prepared_transfers; /* (0.3) prepared transfers of this instance never released, released now */
     uint64_t pinned_blocks;   /* live pinned blocks released (pages unlocked, registrations with devices released) */
     uint64_t pinned_bytes;    /* their sizes */
     uint64_t registrations;   /* reg_register registrations released */
@@ -512,11 +516,40 @@ typedef struct xmc_transfer_stats {
 #define XMC_ENTRIES_REGISTER_LARGE(X)                                                           \
     X(I, xmc_status, reg_large_policy, (xmc_instance *inst, xmc_reg_large_info *out))
 
+/* transfer_prepared (0.3): a transfer prepared once and run many times (AFF-PREPARED-*). All three
+ * are collective: every rank of the group calls them, in the same order.
+ *
+ * transfer_prepare takes what transfer_execute takes and does, once, everything of a transfer but
+ * moving the bytes: the checks, the agreement on plan, layouts, element size, budget and paths
+ * (AFF-AGREE, AFF-PATH; refusals as transfer_execute's), the staging, and whatever each path opens
+ * (IPC handles, a communicator). It copies the plan and layouts; the group, its rank array and its
+ * transport must stay valid until transfer_release returns. args->peer_paths, when given, gets the
+ * paths as transfer_execute reports them. *out is set only on success.
+ *
+ * transfer_run moves the sources' bytes as they are when the run's stream reaches it (work queued
+ * on `s` before the run completes first; s may be NULL for host buffers), with the statistics and
+ * paths transfer_execute would report (peer_paths: NULL or group size entries). Every rank checks
+ * that its buffers are still the ones prepared: a buffer the backend saw freed, replaced by a new
+ * allocation (also at the same address) or a slot released since prepare makes every rank return
+ * XMC_ERR_STALE before any rank writes; a slot remapped since prepare is followed (the run moves
+ * its new backing). Ranks that run different prepared transfers, or different runs of one (a rank
+ * that skipped a run), all refuse (XMC_ERR_REFUSED) before any write. A handle never prepared,
+ * already released, or of another instance is XMC_ERR_INVALID_HANDLE on that rank; its peers fail
+ * within the group's timeout (AFF-NO-HANG).
+ *
+ * transfer_release closes everything prepare opened, also after a failed run; the handle is then
+ * dead. transfer_execute behaves as transfer_prepare, one transfer_run and transfer_release. */
+#define XMC_ENTRIES_TRANSFER_PREPARED(X)                                                        \
+    X(I, xmc_status, transfer_prepare, (xmc_instance *inst, const xmc_transfer_args *args, xmc_prepared **out)) \
+    X(I, xmc_status, transfer_run,                                                              \
+      (xmc_instance *inst, xmc_prepared *p, xmc_stream *s, xmc_transfer_stats *stats, xmc_path *peer_paths)) \
+    X(I, xmc_status, transfer_release, (xmc_instance *inst, xmc_prepared *p))
+
 /* The groups in table order, and the capability whose declaration requires a
  * group's entry points to be filled (0: every backend fills them, up to its
  * struct_size). */
 #define XMC_ENTRY_GROUPS(G) G(INSTANCE) G(ERRORS) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) \
-    G(GRAPH) G(ALWAYS_0_2) G(PIN_CACHE) G(REGISTER_LARGE)
+    G(GRAPH) G(ALWAYS_0_2) G(PIN_CACHE) G(REGISTER_LARGE) G(TRANSFER_PREPARED)
 #define XMC_GROUP_CAPABILITY_INSTANCE 0
 #define XMC_GROUP_CAPABILITY_ERRORS 0
 #define XMC_GROUP_CAPABILITY_PIN XMC_CAP_PIN
@@ -530,6 +563,7 @@ typedef struct xmc_transfer_stats {
 #define XMC_GROUP_CAPABILITY_ALWAYS_0_2 0
 #define XMC_GROUP_CAPABILITY_PIN_CACHE XMC_CAP_PIN_CACHE
 #define XMC_GROUP_CAPABILITY_REGISTER_LARGE XMC_CAP_REGISTER
+#define XMC_GROUP_CAPABILITY_TRANSFER_PREPARED XMC_CAP_TRANSFER_PREPARED
 
 /* ---- the table --------------------------------------------------------- */
 #define XMC_TABLE_MEMBER_(kind, ret, name, params) ret (*name) params;
@@ -573,6 +607,7 @@ static inline const char *xmc_status_string(xmc_status s) {
     case XMC_ERR_NO_DEVICE: return "no_device";
     case XMC_ERR_TOO_LARGE: return "too_large";
     case XMC_ERR_CAPTURING: return "capturing";
+    case XMC_ERR_STALE: return "stale";
     default: return "unknown_status";
     }
 }
@@ -591,6 +626,7 @@ static inline const char *xmc_cap_string(xmc_caps single_cap) {
     case XMC_CAP_REGISTER_PORTABLE: return "register_portable";
     case XMC_CAP_PIN_DRIVER: return "pin_driver";
     case XMC_CAP_PIN_CACHE: return "pin_cache";
+    case XMC_CAP_TRANSFER_PREPARED: return "transfer_prepared";
     default: return "unknown_capability";
     }
 }

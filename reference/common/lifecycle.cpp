@@ -1,5 +1,7 @@
 #include "lifecycle.hpp"
 
+#include "transfer_protocol.hpp"
+
 #include "pin_registry.hpp"
 
 #include <mutex>
@@ -46,6 +48,8 @@ xmc_status close_instance(xmc_instance *inst, xmc_close_report *out, const Insta
     static std::mutex close_mu;
     std::lock_guard<std::mutex> closing(close_mu);
     xmc_close_report report{};
+    // AFF-PREPARED-RELEASE: what the caller never released goes first, counted (a leak it shows).
+    report.prepared_transfers = transfer::release_all_prepared(inst);
     if (xmc_status st = ops.release_objects(inst, &report.slots); st != XMC_OK) return st;
     const bool last = ops.count(0) == 1;
     // A driver refusal keeps the instance open, as above.

@@ -1,5 +1,7 @@
 #include "pin_registry.hpp"
 
+#include "memory_book.hpp"
+
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -68,6 +70,7 @@ xmc_status PinRegistry::alloc(xmc_instance *inst, size_t bytes, size_t alignment
     {
         Guard lock(*this, "pin_alloc");
         blocks_.insert(block);
+        book_add(block.base, block.size, MemKind::Pinned);  // a new serial, also at a freed block's address
         // PIN-ACCOUNT: bytes_now sums the live blocks; peak is its high water.
         bytes_now_ += size;
         if (bytes_now_ > bytes_peak_) bytes_peak_ = bytes_now_;
@@ -123,6 +126,7 @@ xmc_status PinRegistry::release(xmc_instance *inst, PinBlock *b, const char *cal
     // PIN-AFTER-FREE: out of the index (nothing reports pinned), out of the
     // count, unlocked, freed.
     blocks_.erase(block.base);
+    book_remove(block.base, MemKind::Pinned);
     bytes_now_ -= block.size;
     void *p = reinterpret_cast<void *>(block.base);
     munlock(p, block.size);

@@ -7,6 +7,8 @@
 // holds exactly.
 #include "registration.hpp"
 
+#include "memory_book.hpp"
+
 #include "pin_registry.hpp"
 
 #include <algorithm>
@@ -47,6 +49,7 @@ int64_t Registrations::release_entry(const char *call, std::map<uintptr_t, RegEn
     const RegEntry entry = it->second;
     const int64_t res = release_chunks(call, entry.ctx, a, a + entry.size, kept);
     ranges_.erase(a);  // by its base: `it` is not used across the driver's call
+    book_remove(a, MemKind::Registered);  // what is left of it after a refusal is no longer the same
     // REG-UNREG-FAIL: what the driver kept stays registered, from the refused chunk on, so a retry
     // releases the rest (the chunks before it are gone from the driver).
     if (res != 0) {
@@ -117,6 +120,7 @@ xmc_status Registrations::reg_register(xmc_instance *inst, void *addr, size_t by
                     undo == 0 ? "were released" : "could not all be released");
     }
     ranges_[a] = RegEntry{bytes, device, ctx, false};
+    book_add(a, bytes, MemKind::Registered);
     // REG-IDENTITY: the device address is the host address itself (make checked it).
     *out = xmc_reg_info{1, addr, bytes, device};
     return XMC_OK;

@@ -13,6 +13,7 @@
 // The platform's book V extends SlotBook<V::SlotType, V::RequestType> and holds `ops`, a copy of
 // the platform's process-wide table taken when the instance opens.
 #pragma once
+#include "memory_book.hpp"
 #include "slot_book.hpp"
 
 #include <cinttypes>
@@ -135,6 +136,8 @@ void run_release(V &v, typename V::RequestType &r) {
             s->release_native = native;
         }
         release_ran(*s, r, v.ops.mapped(*s));
+        // AFF-PREPARED-FOLLOW: a transfer prepared over it refuses to run until it is remapped.
+        if (!v.ops.mapped(*s)) book_slot_released(uintptr_t(s->addr));
     }
 }
 
@@ -164,7 +167,11 @@ void run_remap(xmc_instance *inst, V &v, const std::shared_ptr<typename V::Reque
         for (size_t i = 0; i < mapped; ++i) v.ops.unmap(v, *r->slots[i], false);
         remap_failed(*r, v.ops.mapped);
         if (v.ops.undone) v.ops.undone(v, *r);
-    } else if (!r->defer) {
+    } else {
+        // AFF-PREPARED-FOLLOW: the same slot, a new backing (a transfer prepared over it follows).
+        for (const auto &s : r->slots) book_slot_remapped(uintptr_t(s->addr));
+    }
+    if (r->status == XMC_OK && !r->defer) {
         for (size_t i = 0; i < r->slots.size(); ++i)
             if (xmc_status st = v.ops.copy(inst, v, r, i, r->stream, "slot_remap"); st != XMC_OK)
                 r->record(st, 0, "the reload copy could not be enqueued: the remap's stream is gone" + batch_index(i));
@@ -210,6 +217,7 @@ xmc_status create_slot(xmc_instance *inst, V &v, int32_t device, size_t bytes, x
     std::lock_guard<std::mutex> lock(v.mu);
     start_workers(inst, v);
     *out = add_slot(v, s);
+    book_add(uintptr_t(s->addr), s->size, MemKind::Slot);
     *info = xmc_slot_info{reinterpret_cast<void *>(s->addr), s->size, s->device};
     return XMC_OK;
 }
@@ -279,6 +287,7 @@ int64_t close_slot(V &v, std::unique_lock<std::mutex> &lock, typename V::SlotTyp
     v.ops.close_wait(v, lock, s);
     if (int64_t native = v.ops.close_free(v, s, what)) return native;
     s.closed = true;
+    book_remove(uintptr_t(s.addr), MemKind::Slot);
     v.cv.notify_all();
     return 0;
 }

@@ -9,6 +9,7 @@
 #pragma once
 #include "copy_desc.hpp"
 #include "errors.hpp"
+#include "memory_book.hpp"
 
 #include <xmc/backend.h>
 
@@ -72,7 +73,11 @@ inline xmc_status dev_alloc(const StreamOps &ops, xmc_instance *inst, int32_t de
     if (!out) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: result pointer is NULL");
     if (bytes == 0) return fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_alloc", "dev_alloc: size is 0");
     if (xmc_status st = ops.ready(inst, device, "dev_alloc"); st != XMC_OK) return st;
-    return ops.alloc_device(inst, device, bytes, out);
+    const xmc_status st = ops.alloc_device(inst, device, bytes, out);
+    // AFF-PREPARED-STALE: a new serial, also at a freed allocation's address (each dev_free
+    // removes it).
+    if (st == XMC_OK) book_add(reinterpret_cast<uintptr_t>(*out), bytes, MemKind::Device);
+    return st;
 }
 
 inline xmc_status host_callback(const StreamOps &ops, xmc_instance *inst, xmc_stream *s, xmc_host_fn fn,

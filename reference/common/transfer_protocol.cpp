@@ -757,7 +757,8 @@ static std::string own_paths(const xmc_transfer_args &a, const std::vector<PathO
 }
 
 const Steps &reference_steps() {
-    static const Steps s{transfer_digest, own_paths};
+    static const Steps s{transfer_digest, own_paths, prepared_stale, prepared_run_agree, prepared_run_stream,
+                         prepared_release};
     return s;
 }
 
@@ -766,7 +767,8 @@ Steps &steps() {
     return s;
 }
 
-xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex) {
+xmc_status agree(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex,
+                 xmc_transfer_args &a, Work &w, Agreed &out) {
     // Step 1: without a usable group no peer can be told, so these fail here alone.
     if (!args || !stats) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: NULL args or stats", kCall);
     *stats = xmc_transfer_stats{};
@@ -776,7 +778,7 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
     if (args->struct_size != XMC_TRANSFER_ARGS_SIZE_V1 && args->struct_size < sizeof(xmc_transfer_args))
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kCall, "%s: struct_size %u is neither %zu (ABI 1) nor >= %zu",
                         kCall, args->struct_size, size_t(XMC_TRANSFER_ARGS_SIZE_V1), sizeof(xmc_transfer_args));
-    xmc_transfer_args a{};
+    a = xmc_transfer_args{};
     std::memcpy(&a, args, std::min<size_t>(args->struct_size, sizeof a));
     a.struct_size = args->struct_size < sizeof a ? args->struct_size : uint32_t(sizeof a);
     // AFF-PATH: a forced path outside the enum is no request at all.
@@ -806,7 +808,7 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
 
     try {
         // Step 2.
-        Work w;
+        w = Work{};
         std::string why = check_request(a, w, ex);
         if (why.empty()) why = check_layout(a, a.layouts, a.layout_count);
         w.local_bytes = local_bytes(w, a.elem_size);
@@ -882,9 +884,25 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
                                 v.label, votes[0].label);
             call.word(v.nonce);
         }
+        out.digest = mine.digest;
+        out.paths = mine.paths;
+        out.call = call.h;
+        return XMC_OK;
+    } catch (const std::bad_alloc &) {
+        return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, kCall, "%s: rank %d: out of host memory", kCall, my_label);
+    }
+}
 
+xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Executor &ex, uint64_t call,
+                  const Agreed &agreed, xmc_transfer_stats *stats) {
+    const xmc_group *g = a.group;
+    const xmc_transport &tp = *g->transport;
+    const char *tp_name = tp.name ? tp.name : "?";
+    const int32_t my_label = g->ranks[g->my_index];
+    try {
+        std::vector<TransferVote> votes(size_t(g->size));
         // Step 5. Tags: the call's id in the high half, the chunk number in the low half.
-        s = ex.move(a, w, call.h << 32, *stats);
+        xmc_status s = ex.move(a, w, call << 32, *stats);
         // AFF-ACCOUNT: the segments this rank read or wrote.
         stats->segments = w.segments;
         // A backend's own failure (a driver call, not the transport) keeps its detail and code.
@@ -906,8 +924,8 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
         // AFF-NO-HANG: a failure on one rank reaches every rank, in a bounded vote.
         // Step 7: every rank learns whether every rank succeeded.
         TransferVote done{};
-        done.digest = mine.digest;
-        done.paths = mine.paths;
+        done.digest = agreed.digest;
+        done.paths = agreed.paths;
         done.index = g->my_index;
         done.label = my_label;
         done.refused = s == XMC_OK && short_by.empty() ? 0 : 1;
@@ -944,6 +962,15 @@ xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transf
     } catch (const std::bad_alloc &) {
         return be::fail(inst, XMC_ERR_OUT_OF_MEMORY, 0, kCall, "%s: rank %d: out of host memory", kCall, my_label);
     }
+}
+
+
+xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex) {
+    xmc_transfer_args a;
+    Work w;
+    Agreed agreed{};
+    if (xmc_status s = agree(inst, args, stats, ex, a, w, agreed); s != XMC_OK) return s;
+    return finish(inst, a, w, ex, agreed.call, agreed, stats);
 }
 
 }  // namespace xmc::transfer

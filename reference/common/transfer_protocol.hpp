@@ -30,10 +30,12 @@
 // Ranks are the group's labels; this rank is ranks[my_index] (AFF-GROUP).
 #pragma once
 #include "errors.hpp"
+#include "memory_book.hpp"
 
 #include <xmc/backend.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -150,7 +152,41 @@ struct Work {
     int64_t native = 0;
 };
 
-// What a backend supplies to execute().
+// ---- prepared transfers (transfer_prepared, AFF-PREPARED-*; transfer_prepared.cpp) ----
+
+// What each rank contributes to one run's agreement.
+struct RunVote {
+    uint64_t id;          // the prepared transfer's id, agreed at prepare from every rank's nonce
+    uint64_t generation;  // the sender's run number of it (1, 2, ...)
+    uint64_t nonce;       // random per run: the run's message tags derive from every rank's
+    int32_t index;        // the group position the sender believes it holds
+    int32_t label;        // the sender's rank label
+    int32_t refused;      // 1: the sender refuses this run (why in reason)
+    int32_t stale;        // 1: because its buffer changed under the prepared transfer (XMC_ERR_STALE)
+    char reason[152];
+};
+
+class Executor;
+struct Prepared;
+
+// What the ranks agreed on at prepare, kept until release.
+struct Prepared {
+    uint64_t magic = 0;                  // kPreparedMagic while live
+    xmc_instance *inst = nullptr;        // the instance that prepared it
+    xmc_transfer_args args{};            // the caller's, its plan and layouts pointing below
+    std::vector<xmc_segment> segments;
+    std::vector<xmc_plan_layout> layouts;
+    Work work;                           // this rank's part, its paths agreed
+    uint64_t id = 0;                     // every rank's prepare nonce, hashed: one id for all ranks
+    uint64_t digest = 0, paths = 0;      // the request's and the path table's, as agreed
+    uint64_t generation = 0;             // runs started
+    uint32_t failed_runs = 0;
+    be::MemoryStamp source, target;      // the memory under each buffer at prepare
+    std::unique_ptr<Executor> (*make)(xmc_instance *inst) = nullptr;  // the backend's executor
+};
+inline constexpr uint64_t kPreparedMagic = 0x786d632d70726570ull;  // "xmc-prep"
+
+// What a backend supplies to execute() and to prepared transfers.
 class Executor {
 public:
     virtual ~Executor() = default;
@@ -170,6 +206,32 @@ public:
 // The whole call (steps 1 to 7); the backend's entry point.
 xmc_status execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex);
 
+// execute() in two parts, which prepared transfers call apart. agree: steps 1 to 4; on success `a`
+// is the caller's request (its 0.2 members read as the caller's struct_size allows), `w` this
+// rank's part with its agreed paths, `out` what the completion vote and the call's tags need.
+struct Agreed {
+    uint64_t digest;  // the request's (Steps::digest)
+    uint64_t paths;   // the path table's
+    uint64_t call;    // every rank's nonce, hashed: the same on every rank, new every call
+};
+xmc_status agree(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex,
+                 xmc_transfer_args &a, Work &w, Agreed &out);
+// finish: steps 5 to 7 of an agreed request; `call` makes the message tags (high 32 bits).
+xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Executor &ex, uint64_t call,
+                  const Agreed &agreed, xmc_transfer_stats *stats);
+
+// transfer_prepared's entry points (include/xmc/backend.h says what each does) over a backend's
+// executor, made by `make` once to prepare and once per run. prepare: steps 1 to 4 of execute()
+// (the checks, the paths, the agreement), once. run: this rank's buffers against the memory book,
+// a run vote (one prepared transfer, one run of it, nobody's buffer stale), the executor's prepare
+// over the run's stream, then steps 5 to 7. release: the handle is dead and its memory freed.
+using MakeExecutor = std::unique_ptr<Executor> (*)(xmc_instance *inst);
+xmc_status prepare(xmc_instance *inst, const xmc_transfer_args *args, xmc_prepared **out, MakeExecutor make);
+xmc_status run(xmc_instance *inst, xmc_prepared *p, xmc_stream *s, xmc_transfer_stats *stats, xmc_path *peer_paths);
+xmc_status release(xmc_instance *inst, xmc_prepared *p);
+// PIN-CLOSE's sibling for transfers: the prepared transfers of `inst` still live, released (close).
+uint32_t release_all_prepared(xmc_instance *inst);
+
 // The protocol's named steps (SPEC 2's one seam, for transfers): execute() calls each through the
 // process's table, steps(), which starts as reference_steps(). A broken backend of the self-test
 // replaces ONE step in plant() (conformance/broken/transfer/transfer_steps.hpp); nothing else of
@@ -185,9 +247,26 @@ struct Steps {
     // for a forced one), or "".
     std::string (*paths)(const xmc_transfer_args &a, const std::vector<PathOffer> &offers, Work &w,
                          const std::string why_not[XMC_PATH_COUNT_], uint64_t *digest);
+    // AFF-PREPARED-STALE, -FOLLOW: why `side`'s memory now is not what prepare saw (freed; another
+    // allocation, also one at the same address; a slot released), or "" (the same, or untracked;
+    // a remapped slot is the same slot, followed).
+    std::string (*stale)(const be::MemoryStamp &then, const be::MemoryStamp &now, const char *side);
+    // AFF-PREPARED-AGREE: why the gathered run votes (position `me` is this rank's) do not name one
+    // run of one prepared transfer, or "".
+    std::string (*run_agree)(const std::vector<RunVote> &votes, int me);
+    // AFF-PREPARED-EXACT: the stream a run waits for before it reads: the caller's.
+    xmc_stream *(*run_stream)(xmc_stream *caller);
+    // AFF-PREPARED-RELEASE: forgets a live prepared transfer and frees it; false when it is not one
+    // of `inst` (then nothing changes). Also after failed runs.
+    bool (*release)(xmc_instance *inst, Prepared *p);
 };
 Steps &steps();
 const Steps &reference_steps();
+// The reference's prepared-transfer steps (transfer_prepared.cpp).
+std::string prepared_stale(const be::MemoryStamp &then, const be::MemoryStamp &now, const char *side);
+std::string prepared_run_agree(const std::vector<RunVote> &votes, int me);
+xmc_stream *prepared_run_stream(xmc_stream *caller);
+bool prepared_release(xmc_instance *inst, Prepared *p);
 
 // The backend's side of staged transfers: moving bytes between its buffers and a staging arena.
 // Copies may be asynchronous until packed()/unpacked() return.
@@ -280,3 +359,18 @@ xmc_status exchange(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_
 }
 
 } // namespace xmc::transfer
+
+// A platform's transfer entry points (TRANSFER and TRANSFER_PREPARED groups) over its executor,
+// made by `make(inst)` (a std::unique_ptr<transfer::Executor>), once per call or run.
+#define XMC_TRANSFER_ENTRIES(make)                                                                  \
+    xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) { \
+        return ::xmc::transfer::execute(inst, args, stats, *make(inst));                            \
+    }                                                                                               \
+    xmc_status transfer_prepare(xmc_instance *inst, const xmc_transfer_args *args, xmc_prepared **out) { \
+        return ::xmc::transfer::prepare(inst, args, out, make);                                     \
+    }                                                                                               \
+    xmc_status transfer_run(xmc_instance *inst, xmc_prepared *p, xmc_stream *s, xmc_transfer_stats *stats, \
+                            xmc_path *peer_paths) {                                                 \
+        return ::xmc::transfer::run(inst, p, s, stats, peer_paths);                                 \
+    }                                                                                               \
+    xmc_status transfer_release(xmc_instance *inst, xmc_prepared *p) { return ::xmc::transfer::release(inst, p); }

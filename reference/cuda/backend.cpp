@@ -69,7 +69,8 @@ void fill_table(xmc_backend &t) {
     // Declared whatever the driver: a missing driver, device or entry point is
     // reported by the calls (unsupported), never by hiding the capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER |
-                     XMC_CAP_REGISTER_PORTABLE | XMC_CAP_STREAM | XMC_CAP_COPY | XMC_CAP_VMM | XMC_CAP_TRANSFER | XMC_CAP_GRAPH;
+                     XMC_CAP_REGISTER_PORTABLE | XMC_CAP_STREAM | XMC_CAP_COPY | XMC_CAP_VMM | XMC_CAP_TRANSFER | XMC_CAP_GRAPH |
+                     XMC_CAP_TRANSFER_PREPARED;
     XMC_CUDA_GROUPS(XMC_FILL_GROUP)
     XMC_FILL_ERRORS(t)
 }

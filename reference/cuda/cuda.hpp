@@ -201,7 +201,8 @@ void fill_table(xmc_backend &table);
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
 // ALWAYS_0_2: close_report in backend.cpp, pin_min_alignment in pin.cpp.
 #define XMC_CUDA_GROUPS(G) \
-    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE)
+    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE) \
+    G(TRANSFER_PREPARED)
 XMC_CUDA_GROUPS(XMC_DECLARE_GROUP)
 
 // pin.cpp

@@ -305,6 +305,7 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
     if (r == CUDA_SUCCESS) r = d.cuMemFree(reinterpret_cast<CUdeviceptr>(ptr));
     if (r != CUDA_SUCCESS) return driver_fail(inst, r, "dev_free", "cuMemFree");  // still tracked
     in->dev_allocs.erase(it);
+    be::book_remove(reinterpret_cast<uintptr_t>(ptr), be::MemKind::Device);
     return XMC_OK;
 }
 

@@ -501,13 +501,12 @@ private:
     bool nccl_ = false;  // the exchange in progress is NCCL's: arena() and staging() are the device's
 };
 
+std::unique_ptr<transfer::Executor> make_executor(xmc_instance *inst) { return std::make_unique<CudaExecutor>(inst); }
+
 } // namespace
 
-xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) {
-    // AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG: the shared protocol
-    // (transfer_protocol.cpp) around CUDA memory.
-    CudaExecutor ex(inst);
-    return transfer::execute(inst, args, stats, ex);
-}
+// AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG, AFF-PREPARED-*: the shared protocol
+// (transfer_protocol.cpp, transfer_prepared.cpp) around CUDA memory.
+XMC_TRANSFER_ENTRIES(make_executor)
 
 } // namespace xmc::cuda

@@ -46,7 +46,8 @@ void fill_table(xmc_backend &table);
 // ALWAYS_0_2's pin_min_alignment), register.cpp, stream.cpp, copy.cpp,
 // vmm.cpp, transfer.cpp. Declared from the one list in <xmc/backend.h>.
 #define XMC_HOST_GROUPS(G) \
-    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE)
+    G(INSTANCE) G(PIN) G(PIN_REFS) G(REGISTER) G(STREAM) G(COPY) G(VMM) G(TRANSFER) G(GRAPH) G(ALWAYS_0_2) G(REGISTER_LARGE) \
+    G(TRANSFER_PREPARED)
 XMC_HOST_GROUPS(XMC_DECLARE_GROUP)
 
 // register.cpp: the host's registrations (mlock steps over reference/common/registration.hpp), and

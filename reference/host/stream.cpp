@@ -300,6 +300,7 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
                         "dev_free: %p is not a base that dev_alloc of this instance returned", ptr);
     std::free(ptr);
     in->dev_allocs.erase(it);
+    be::book_remove(reinterpret_cast<uintptr_t>(ptr), be::MemKind::Device);
     return XMC_OK;
 }
 

@@ -170,13 +170,12 @@ private:
     size_t chunk_ = 0;  // the size of each arena
 };
 
+std::unique_ptr<transfer::Executor> make_executor(xmc_instance *inst) { return std::make_unique<HostExecutor>(inst); }
+
 }  // namespace
 
-xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats) {
-    // AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG: the shared protocol
-    // (transfer_protocol.cpp) around host memory.
-    HostExecutor ex(inst);
-    return transfer::execute(inst, args, stats, ex);
-}
+// AFF-REFUSE-BEFORE-WRITE, AFF-AGREE, AFF-GROUP, AFF-NO-HANG, AFF-PREPARED-*: the shared protocol
+// (transfer_protocol.cpp, transfer_prepared.cpp) around host memory.
+XMC_TRANSFER_ENTRIES(make_executor)
 
 }  // namespace xmc::host

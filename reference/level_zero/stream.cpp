@@ -535,6 +535,7 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
     const ze_result_t r = Driver::get().zeMemFree(it->second.ctx, ptr);
     if (r != ZE_RESULT_SUCCESS) return driver_fail(inst, r, "dev_free", "zeMemFree");  // still tracked
     in->dev_allocs.erase(it);
+    be::book_remove(reinterpret_cast<uintptr_t>(ptr), be::MemKind::Device);
     return XMC_OK;
 }
 
