@@ -256,6 +256,7 @@ struct Side {
     void *dev = nullptr;  // the device storage, when put on a device
     xmc_slot *slot = nullptr;  // the slot holding the storage instead (put_in_slot)
     void *slot_addr = nullptr;
+    size_t slot_size = 0;  // the slot's rounded size (put_in_slot)
 
     Side() = default;
     Side(const Side &) = delete;
@@ -265,6 +266,7 @@ struct Side {
         if (this != &o) {
             release();
             store = std::move(o.store), buf = o.buf, mem = o.mem, dev = o.dev, slot = o.slot, slot_addr = o.slot_addr;
+            slot_size = o.slot_size;
             o.dev = nullptr, o.slot = nullptr, o.slot_addr = nullptr;
             if (!dev && !slot && buf.ptr) buf.ptr = store.data();
         }
@@ -309,9 +311,10 @@ struct Side {
                                      e.message);
         }
         slot_addr = info.address;
+        slot_size = info.size;
         copy_1d(store.data(), XMC_MEM_HOST, slot_addr, XMC_MEM_DEVICE);
         buf.ptr = slot_addr;
-        buf.kind = XMC_MEM_DEVICE;
+        buf.kind = m.device ? XMC_MEM_DEVICE : XMC_MEM_HOST;  // the kind the plan's layouts name
         buf.device = m.ordinal;
     }
     static bool has_slots(const Memory &m) { return m.device && (m.api->capabilities & XMC_CAP_VMM); }
@@ -319,6 +322,11 @@ struct Side {
     void fetch() {
         if (dev) copy_1d(dev, XMC_MEM_DEVICE, store.data(), XMC_MEM_HOST);
         if (slot_addr) copy_1d(slot_addr, XMC_MEM_DEVICE, store.data(), XMC_MEM_HOST);
+    }
+    // The image into the storage where it lives (host memory: it is the storage).
+    void upload() {
+        if (dev) copy_1d(store.data(), XMC_MEM_HOST, dev, XMC_MEM_DEVICE);
+        if (slot_addr) copy_1d(store.data(), XMC_MEM_HOST, slot_addr, XMC_MEM_DEVICE);
     }
     // Grows the storage to `bytes`, the new bytes poisoned, where it lives.
     void grow(size_t bytes) {
@@ -420,6 +428,8 @@ inline std::vector<xmc_plan_layout> plan_layouts(const Case &c, xmc_mem_kind kin
 
 // ---------- running a case on every rank ----------
 
+struct PreparedCall;
+
 // What the ranks of a run do. Every field has a default: the whole world runs `c` and joins.
 struct RunSpec {
     std::vector<GroupSpec> groups;
@@ -444,6 +454,23 @@ struct RunSpec {
     bool source_in_slot = false;
     uint32_t op_timeout_ms = 10000;
     uint32_t deadline_ms = 60000;
+    // Instead of the one transfer_execute call: what this rank calls (prepared transfers: prepare,
+    // runs, release), given everything the call would get; returns the status the checks see (the
+    // error detail is read after it, as after transfer_execute).
+    std::function<xmc_status(const PreparedCall &)> call;
+};
+
+// What a RunSpec::call gets: the rank, its backend and instance, the arguments transfer_execute
+// would get, and its two sides (their images and memory).
+struct PreparedCall {
+    const RankEnv &env;
+    const xmc_backend *api;
+    xmc_instance *inst;
+    xmc_transfer_args &args;
+    xmc_transfer_stats &stats;
+    Side &src, &tgt;
+    const Memory &mem;
+    const Case &c;
 };
 
 // What one rank saw, and what the plan says it should move.
@@ -553,6 +580,10 @@ public:
             }
             Side src = make_side(rc.source, me, rc.src_layout, rc.elem, &src_shard);
             Side tgt = make_side(rc.target, me, rc.tgt_layout, rc.elem, nullptr);
+            // (A host backend's slots are host memory: a stream of its own for the copies in.)
+            if (spec.source_in_slot && !mem.stream && (a->capabilities & XMC_CAP_STREAM) &&
+                a->stream_create(in, 0, &mem.stream) != XMC_OK)
+                return Failures{"test setup: stream_create failed"};
             if (spec.source_in_slot) src.put_in_slot(mem);
             else src.put(mem);
             tgt.put(mem);
@@ -620,7 +651,8 @@ public:
             if (!spec.joins || spec.joins(env)) {
                 r.called = true;
                 const auto t0 = std::chrono::steady_clock::now();
-                r.status = a->transfer_execute(in, &args, &r.stats);
+                r.status = spec.call ? spec.call(PreparedCall{env, a, in, args, r.stats, src, tgt, mem, rc})
+                                     : a->transfer_execute(in, &args, &r.stats);
                 if (spec.freed_on_return) {
                     if (src.dev) src.release();
                     else std::fill(src.store.begin(), src.store.end(), kPoison);

@@ -273,7 +273,11 @@ xmc_status destroy_request(xmc_instance *inst, V &v, xmc_request *h) {
     // VMM-ADOPT: an adopted mapping is the slot's and stays. Never adopted: the request's
     // mapping goes with it (kept, as the slot's own, in the unlikely case the unmap fails).
     // An unmap that failed yet left nothing mapped (the memory kept for close) counts as gone.
-    drop_unadopted(*r, [&](typename V::SlotType &s) { return v.ops.unmap(v, s, false) == 0 || !v.ops.mapped(s); });
+    drop_unadopted(*r, [&](typename V::SlotType &s) {
+        const bool gone = v.ops.unmap(v, s, false) == 0 || !v.ops.mapped(s);
+        if (gone) book_slot_released(uintptr_t(s.addr));  // AFF-PREPARED-FOLLOW: no backing again
+        return gone;
+    });
     if (v.ops.destroyed) v.ops.destroyed(v, r);
     v.cv.notify_all();
     return XMC_OK;

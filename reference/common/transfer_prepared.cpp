@@ -44,11 +44,6 @@ Live &live() {
     return *l;
 }
 
-bool is_live(xmc_instance *inst, Prepared *p) {
-    std::lock_guard<std::mutex> lk(live().mu);
-    return live().all.count(p) && p->magic == kPreparedMagic && p->inst == inst;
-}
-
 // The shared protocol reports as transfer_execute; a prepared transfer's caller called `call`.
 xmc_status renamed(xmc_instance *inst, xmc_status s, const char *call) {
     if (s == XMC_OK) return s;
@@ -93,6 +88,11 @@ std::string prepared_run_agree(const std::vector<RunVote> &votes, int me) {
 }
 
 xmc_stream *prepared_run_stream(xmc_stream *caller) { return caller; }
+
+bool prepared_live(xmc_instance *inst, Prepared *p) {
+    std::lock_guard<std::mutex> lk(live().mu);
+    return live().all.count(p) && p->magic == kPreparedMagic && p->inst == inst;
+}
 
 bool prepared_release(xmc_instance *inst, Prepared *p) {
     {
@@ -149,7 +149,7 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
     if (!stats) return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, kRun, "%s: stats is NULL", kRun);
     *stats = xmc_transfer_stats{};
     // Step 1.
-    if (!p || !is_live(inst, p))
+    if (!p || !prepared_live(inst, p))
         return be::fail(inst, XMC_ERR_INVALID_HANDLE, 0, kRun,
                         "%s: %p is no prepared transfer of this instance (never prepared, or released)", kRun,
                         static_cast<void *>(handle));

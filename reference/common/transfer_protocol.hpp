@@ -267,6 +267,8 @@ std::string prepared_stale(const be::MemoryStamp &then, const be::MemoryStamp &n
 std::string prepared_run_agree(const std::vector<RunVote> &votes, int me);
 xmc_stream *prepared_run_stream(xmc_stream *caller);
 bool prepared_release(xmc_instance *inst, Prepared *p);
+// Whether p is a live prepared transfer of inst (never dereferenced otherwise).
+bool prepared_live(xmc_instance *inst, Prepared *p);
 
 // The backend's side of staged transfers: moving bytes between its buffers and a staging arena.
 // Copies may be asynchronous until packed()/unpacked() return.

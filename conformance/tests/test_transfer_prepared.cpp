@@ -1,0 +1,483 @@
+// AFF-PREPARED-*: transfers prepared once and run many times (SPEC 3 transfer_prepared, SPEC 5).
+// Each test's ranks call transfer_prepare, transfer_run and transfer_release in place of the one
+// transfer_execute of the other transfer tests (RunSpec::call); what a run moved is checked
+// inside the sequence against the oracle (extract_shard of the full tensor of that run's data),
+// and the last run's result by the usual checks. A rank's extra findings go to `Notes`, read by
+// its check. Memory the backend can see freed is its own: dev_alloc's (device memory, or on the
+// host backend its host "device" memory) and slots.
+#include "transfer_tests.hpp"
+
+#include <chrono>
+#include <thread>
+
+namespace xmc::conformance {
+namespace {
+
+// Per rank label: what its sequence found beyond the status it returns.
+struct Notes {
+    std::mutex mu;
+    std::map<int, Failures> by_rank;
+    void add(const RankEnv &env, const std::string &s) {
+        std::lock_guard<std::mutex> lk(mu);
+        by_rank[env.label()].push_back(s);
+    }
+    void into(const RankEnv &env, Failures &f) {
+        std::lock_guard<std::mutex> lk(mu);
+        for (auto &s : by_rank[env.label()]) f.push_back(s);
+    }
+};
+
+// The storage image of `m`'s shard of rank `me` when the full tensor holds the data of `seed`.
+std::vector<uint8_t> image(const Case &c, const aff::Map &m, const std::map<int, Layout> &layouts, int me,
+                           uint64_t seed) {
+    const aff::Bytes full = tensor_bytes(c.source.shape, c.elem, seed);
+    aff::Bytes shard;
+    if (layout_of(m, me)) shard = *aff::extract_shard(m, me, full, c.elem);
+    return make_side(m, me, layouts, c.elem, &shard).store;
+}
+
+// The source gets the data of `seed` where it lives; returns the target image a run must give.
+std::vector<uint8_t> new_data(const PreparedCall &pc, uint64_t seed) {
+    const int me = pc.env.label();
+    const std::vector<uint8_t> src = image(pc.c, pc.c.source, pc.c.src_layout, me, seed);
+    std::copy(src.begin(), src.end(), pc.src.store.begin());  // in place: a host buffer is the store
+    pc.src.upload();
+    return image(pc.c, pc.c.target, pc.c.tgt_layout, me, seed);
+}
+
+// The target as the run left it, against `want`.
+void target_is(const PreparedCall &pc, const std::vector<uint8_t> &want, const std::string &when, Notes &notes) {
+    pc.tgt.fetch();
+    if (auto d = first_difference(pc.tgt.store, want, pc.c.elem); !d.empty()) notes.add(pc.env, when + ": target: " + d);
+}
+
+// A side moved into a dev_alloc allocation (the backend tracks it): a device backend's side is
+// there already; a host backend's image is copied into its host "device" memory. replace() frees
+// it and allocates the same size again, filled with kMark (most often at the same address: a new
+// allocation where the prepared one was).
+constexpr uint8_t kMark = 0xee;
+struct Tracked {
+    const PreparedCall &pc;
+    Side &side;
+    void *own = nullptr;  // the host backend's allocation
+    size_t bytes = 0;
+    bool moved = false, same_address = false;
+    // `replaced`: the side whose allocation replace() will swap.
+    Tracked(const PreparedCall &pc, Side &side, bool replaced) : pc(pc), side(side), bytes(side.store.size()) {
+        if (!side.buf.ptr || side.dev) return;
+        // Host memory above glibc's largest mmap threshold (32 MiB) always comes from mmap, which
+        // hands a freed range back at once (smaller aligned blocks came back elsewhere every
+        // time): the replacement lands on the old address.
+        if (replaced) bytes = std::max(bytes, size_t{33} << 20);
+        if (pc.api->dev_alloc(pc.inst, 0, bytes, &own) != XMC_OK) return;
+        std::memcpy(own, side.store.data(), side.store.size());
+        side.buf.ptr = own;
+        moved = true;
+    }
+    bool usable() const { return !side.buf.ptr || side.dev || moved; }
+    void *ptr() const { return side.dev ? side.dev : own; }
+    bool replace() {
+        void *old = ptr();
+        if (!old) return true;
+        if (pc.api->dev_free(pc.inst, old) != XMC_OK) return false;
+        if (side.dev) side.dev = nullptr;
+        else own = nullptr;
+        // The allocator gives the freed block back most often, not always: allocations that miss
+        // are held while it tries again, so that the new allocation lands where the old one was.
+        std::vector<void *> missed;
+        void *fresh = nullptr;
+        for (int tries = 0; tries < 64 && fresh != old; ++tries) {
+            if (fresh) missed.push_back(fresh);
+            if (pc.api->dev_alloc(pc.inst, pc.mem.ordinal, bytes, &fresh) != XMC_OK) return false;
+        }
+        for (void *m : missed) pc.api->dev_free(pc.inst, m);
+        same_address = fresh == old;
+        if (pc.mem.device) side.dev = fresh;
+        else own = fresh;
+        fill(kMark);
+        return true;
+    }
+    void fill(uint8_t v) {
+        std::vector<uint8_t> img(bytes, v);
+        if (own) std::memcpy(own, img.data(), bytes);  // (the image's first bytes: all of it, or more)
+        else if (side.dev) std::copy(img.begin(), img.end(), side.store.begin()), side.upload();
+    }
+    // The new allocation still all kMark (nothing read it into a target, nothing wrote it).
+    bool untouched() {
+        if (own) return std::all_of(static_cast<uint8_t *>(own), static_cast<uint8_t *>(own) + bytes,
+                                    [](uint8_t b) { return b == kMark; });
+        if (!side.dev) return true;
+        side.fetch();
+        return std::all_of(side.store.begin(), side.store.end(), [](uint8_t b) { return b == kMark; });
+    }
+    ~Tracked() {
+        if (!own) return;
+        if (side.buf.ptr == own) {  // the image back where the checks read it
+            std::memcpy(side.store.data(), own, side.store.size());
+            side.buf.ptr = side.store.data();
+        }
+        pc.api->dev_free(pc.inst, own);
+    }
+};
+
+// A prepared transfer released when the sequence ends, on every path.
+struct Handle {
+    const PreparedCall &pc;
+    xmc_prepared *p = nullptr;
+    explicit Handle(const PreparedCall &pc) : pc(pc) {}
+    xmc_status prepare() { return pc.api->transfer_prepare(pc.inst, &pc.args, &p); }
+    xmc_status run(xmc_stream *s = nullptr) {
+        return pc.api->transfer_run(pc.inst, p, s ? s : pc.mem.stream, &pc.stats, pc.args.peer_paths);
+    }
+    xmc_status release() {
+        const xmc_status s = pc.api->transfer_release(pc.inst, p);
+        if (s == XMC_OK) p = nullptr;
+        return s;
+    }
+    ~Handle() {
+        if (p) pc.api->transfer_release(pc.inst, p);
+    }
+};
+
+// The detail of a failed call on this rank, for a note.
+std::string detail(const PreparedCall &pc, xmc_status s) {
+    xmc_error_info e{};
+    pc.api->last_error(pc.inst, &e);
+    return std::string(xmc_status_string(s)) + " (" + e.call + ": " + e.message + ")";
+}
+
+// The run refused with `want` on this rank, naming transfer_run, before any write.
+void refused_as(const RankResult &r, xmc_status want, Failures &f) {
+    if (r.status != want)
+        f.push_back(std::string("expected ") + xmc_status_string(want) + ", got " + xmc_status_string(r.status) + ": " +
+                    r.error.message);
+    else if (r.error.status != want || std::strcmp(r.error.call, "transfer_run") != 0 || !r.error.message[0])
+        f.push_back(std::string("the refusal's detail must carry its status and name transfer_run; got call '") +
+                    r.error.call + "': " + r.error.message);
+}
+
+// ===================== AFF-PREPARED-EXACT =====================
+
+// Three runs of one prepared transfer, the sources changed before each: each run moves that run's
+// bytes, with the plan's statistics (the last run is checked by exact() and result_is_the_plan()).
+TEST_P(TransferTest, AFF_PREPARED_EXACT_EachRunMovesTheSourcesOfThatRun) {
+    const Case c = mixed_case(64);
+    for (xmc_path path : paths_to_test()) {
+        Notes notes;
+        RunSpec spec;
+        spec.path = path;
+        spec.call = [&](const PreparedCall &pc) {
+            Handle h(pc);
+            if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+            const uint64_t seeds[] = {pc.c.data_seed + 101, pc.c.data_seed + 202, pc.c.data_seed};
+            for (int k = 0; k < 3; ++k) {
+                const std::vector<uint8_t> want = new_data(pc, seeds[k]);
+                if (xmc_status s = h.run(); s != XMC_OK) return s;
+                if (k < 2) target_is(pc, want, "run " + std::to_string(k + 1), notes);
+            }
+            return h.release();
+        };
+        EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            exact(r, f);
+            result_is_the_plan(r, f);
+            notes.into(env, f);
+        }))) << "path " << path_str(path);
+    }
+}
+
+// The caller's stream is busy (a callback that sleeps, then a copy of the new source data onto the
+// source); the run, on that stream, must move the copied data, not what was there before.
+TEST_P(TransferTest, AFF_PREPARED_EXACT_RunReadsAfterTheCallersEarlierWork) {
+    const Case c = mixed_case(64);
+    Notes notes;
+    RunSpec spec;
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        xmc_stream *st = nullptr;
+        if (pc.api->stream_create(pc.inst, pc.mem.ordinal, &st) != XMC_OK) {
+            notes.add(pc.env, "test setup: stream_create failed");
+            return XMC_ERR_INVALID_ARGUMENT;
+        }
+        struct Gone {
+            const PreparedCall &pc;
+            xmc_stream *st;
+            ~Gone() { pc.api->stream_destroy(pc.inst, st); }
+        } gone{pc, st};
+        // The source holds other data (another seed) until the copy on the busy stream runs; the
+        // copy brings the case's own data, which the run must move.
+        const int me = pc.env.label();
+        const std::vector<uint8_t> old = image(pc.c, pc.c.source, pc.c.src_layout, me, pc.c.data_seed + 7);
+        std::copy(old.begin(), old.end(), pc.src.store.begin());
+        pc.src.upload();
+        std::vector<uint8_t> next = image(pc.c, pc.c.source, pc.c.src_layout, me, pc.c.data_seed);
+        const std::vector<uint8_t> want = image(pc.c, pc.c.target, pc.c.tgt_layout, me, pc.c.data_seed);
+        if (pc.args.source.ptr) {
+            pc.api->host_callback(pc.inst, st, [](void *) { std::this_thread::sleep_for(std::chrono::milliseconds(150)); },
+                                  nullptr);
+            xmc_copy_desc d{};
+            const xmc_mem_kind k = pc.src.dev || pc.src.slot_addr ? XMC_MEM_DEVICE : XMC_MEM_HOST;
+            d.src = xmc_copy_side{next.data(), XMC_MEM_HOST, pc.mem.ordinal, 0, 0, 0, next.size(), next.size()};
+            d.dst = xmc_copy_side{pc.args.source.ptr, k, pc.mem.ordinal, 0, 0, 0, next.size(), next.size()};
+            d.width_bytes = next.size();
+            d.height = d.depth = 1;
+            if (xmc_status s = pc.api->copy(pc.inst, &d, st); s != XMC_OK) {
+                notes.add(pc.env, "test setup: copy on the busy stream failed: " + detail(pc, s));
+                return s;
+            }
+        }
+        const xmc_status s = h.run(st);
+        pc.api->stream_synchronize(pc.inst, st);
+        std::copy(next.begin(), next.end(), pc.src.store.begin());  // what the source holds now
+        if (s == XMC_OK) target_is(pc, want, "the run on the busy stream", notes);
+        return s;
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        notes.into(env, f);
+    })));
+}
+
+// ===================== AFF-PREPARED-STALE =====================
+
+// After a good run, one rank frees a buffer and allocates the same size again (a new allocation,
+// most often at the same address); the next run is stale on every rank, and nothing is written:
+// not the targets, not the new allocation. Rank 0's source, then the last rank's target.
+void stale_after_replace(TransferTest &t, bool target_side) {
+    const Case c = mixed_case(64);
+    const int victim = target_side ? world().size() - 1 : 0;
+    Notes notes;
+    RunSpec spec;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    spec.call = [&](const PreparedCall &pc) {
+        Tracked tr(pc, target_side ? pc.tgt : pc.src, pc.env.world_rank == victim);
+        if (!tr.usable()) {
+            notes.add(pc.env, "test setup: dev_alloc failed");
+            return XMC_ERR_INVALID_ARGUMENT;
+        }
+        pc.args.source.ptr = pc.src.buf.ptr;
+        pc.args.target.ptr = pc.tgt.buf.ptr;
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        if (xmc_status s = h.run(); s != XMC_OK) {
+            notes.add(pc.env, "the first run failed: " + detail(pc, s));
+            return s;
+        }
+        const bool mine = pc.env.world_rank == victim;
+        if (mine && !tr.replace()) notes.add(pc.env, "test setup: dev_free/dev_alloc failed");
+        if (mine && !tr.same_address) std::fprintf(stderr, "note: the new allocation is not at the freed one's address\n");
+        pc.tgt.fetch();
+        const std::vector<uint8_t> before = target_side && mine ? std::vector<uint8_t>{} : pc.tgt.store;
+        const xmc_status s = h.run();
+        if (mine && !tr.untouched()) notes.add(pc.env, "the run read or wrote the new allocation at the freed address");
+        if (!before.empty()) {
+            pc.tgt.fetch();
+            if (pc.tgt.store != before) notes.add(pc.env, "the stale run wrote the target");
+        }
+        if (mine && target_side) tr.fill(kPoison), pc.tgt.store.assign(pc.tgt.store.size(), kPoison);
+        return s;
+    };
+    EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        refused_as(r, XMC_ERR_STALE, f);
+        notes.into(env, f);
+    })));
+}
+
+TEST_P(TransferTest, AFF_PREPARED_STALE_SourceFreedAndReallocated) { stale_after_replace(*this, false); }
+TEST_P(TransferTest, AFF_PREPARED_STALE_TargetFreedAndReallocated) { stale_after_replace(*this, true); }
+
+// ===================== AFF-PREPARED-FOLLOW =====================
+
+// Sources in slots: a run while rank 0's slot is released is stale on every rank with nothing
+// written; after the remap (new data in the new backing) the next run moves the new backing's
+// bytes.
+TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed) {
+    const Case c = mixed_case(64);
+    Notes notes;
+    RunSpec spec;
+    spec.source_in_slot = true;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        if (xmc_status s = h.run(); s != XMC_OK) {
+            notes.add(pc.env, "the first run failed: " + detail(pc, s));
+            return s;
+        }
+        const bool mine = pc.env.world_rank == 0 && pc.src.slot;
+        auto wait = [&](xmc_request *rq, const char *what) {
+            if (pc.api->request_wait(pc.inst, rq, 10000) != XMC_OK) notes.add(pc.env, std::string("test setup: ") + what);
+            pc.api->request_adopt(pc.inst, rq);  // a remap's mapping stays the slot's (VMM-ADOPT)
+            pc.api->request_destroy(pc.inst, rq);
+        };
+        xmc_request *rq = nullptr;
+        if (mine) {
+            if (xmc_status r = pc.api->slot_release(pc.inst, pc.src.slot, pc.mem.stream, &rq); r != XMC_OK)
+                throw std::runtime_error("test setup: slot_release failed: " + detail(pc, r));
+            wait(rq, "the release failed");
+        }
+        pc.tgt.fetch();
+        const std::vector<uint8_t> before = pc.tgt.store;
+        const xmc_status s = h.run();
+        if (s != XMC_ERR_STALE)
+            notes.add(pc.env, std::string("a run while rank 0's source slot is released: expected stale, got ") +
+                                  detail(pc, s));
+        pc.tgt.fetch();
+        if (pc.tgt.store != before) notes.add(pc.env, "the refused run wrote the target");
+        // The remap: rank 0's slot gets the data of another seed; every rank's target follows.
+        const uint64_t seed = pc.c.data_seed + 31;
+        const std::vector<uint8_t> src_img = image(pc.c, pc.c.source, pc.c.src_layout, pc.env.label(), seed);
+        if (mine) {
+            // A remap's source is a pinned block as large as the slot.
+            xmc_pin_result pin{};
+            if (xmc_status r = pc.api->pin_alloc(pc.inst, pc.src.slot_size, 4096, XMC_NO_DEVICE, &pin); r != XMC_OK)
+                throw std::runtime_error("test setup: pin_alloc failed: " + detail(pc, r));
+            struct Unpin {
+                const PreparedCall &pc;
+                void *base;
+                ~Unpin() { pc.api->pin_free(pc.inst, base); }
+            } unpin{pc, pin.base};
+            std::memset(pin.base, kPoison, pc.src.slot_size);
+            std::memcpy(pin.base, src_img.data(), src_img.size());
+            if (xmc_status r = pc.api->slot_remap(pc.inst, pc.src.slot, pc.mem.stream, pin.base, pc.src.slot_size, 0, &rq);
+                r != XMC_OK)
+                throw std::runtime_error("test setup: slot_remap failed: " + detail(pc, r));
+            wait(rq, "the remap failed");
+            pc.api->stream_synchronize(pc.inst, pc.mem.stream);
+        }
+        // Every other rank's source gets that seed's data too, so one oracle says what arrives.
+        const std::vector<uint8_t> want = mine ? image(pc.c, pc.c.target, pc.c.tgt_layout, pc.env.label(), seed)
+                                               : new_data(pc, seed);
+        if (mine) std::copy(src_img.begin(), src_img.end(), pc.src.store.begin());
+        const xmc_status s2 = h.run();
+        if (s2 == XMC_OK) target_is(pc, want, "the run after the remap", notes);
+        return s2;
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        notes.into(env, f);
+    })));
+}
+
+// ===================== AFF-PREPARED-RELEASE =====================
+
+// After a failed run (rank 0's run vote fails at its own transport; its peers time out), every
+// rank releases: the handle is then refused by run and release alike, and closing the instance
+// finds no prepared transfer left.
+TEST_P(TransferTest, AFF_PREPARED_RELEASE_AfterAFailedRunNothingLeft) {
+    xmc_instance *mine = nullptr;
+    ASSERT_EQ(api->open(nullptr, &mine), XMC_OK);
+    const Case c = mixed_case(64);
+    Notes notes;
+    RunSpec spec;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    spec.fail_gather = [](const RankEnv &env) { return env.world_rank == 0 ? int64_t{2} : int64_t{-1}; };
+    spec.call = [&](const PreparedCall &pc) {
+        xmc_prepared *p = nullptr;
+        if (xmc_status s = pc.api->transfer_prepare(pc.inst, &pc.args, &p); s != XMC_OK) return s;
+        if (xmc_status s = pc.api->transfer_run(pc.inst, p, pc.mem.stream, &pc.stats, nullptr); s == XMC_OK)
+            notes.add(pc.env, "the run whose vote failed on rank 0 succeeded");
+        if (xmc_status s = pc.api->transfer_release(pc.inst, p); s != XMC_OK)
+            notes.add(pc.env, "release after a failed run: " + detail(pc, s));
+        if (xmc_status s = pc.api->transfer_run(pc.inst, p, pc.mem.stream, &pc.stats, nullptr); s != XMC_ERR_INVALID_HANDLE)
+            notes.add(pc.env, std::string("a run of a released handle: expected invalid_handle, got ") + detail(pc, s));
+        if (xmc_status s = pc.api->transfer_release(pc.inst, p); s != XMC_ERR_INVALID_HANDLE)
+            notes.add(pc.env, std::string("a second release: expected invalid_handle, got ") + detail(pc, s));
+        return XMC_OK;
+    };
+    const Failures f = run_on(api, mine, c, spec, [&](const RankEnv &env, const RankResult &, Failures &out) {
+        notes.into(env, out);
+    });
+    xmc_close_report report{};
+    ASSERT_EQ(api->close_report(mine, &report), XMC_OK);
+    EXPECT_TRUE(all_ranks_passed(f));
+    EXPECT_EQ(report.prepared_transfers, 0u) << "closing the instance released prepared transfers that "
+                                                "transfer_release had reported released";
+}
+
+// One rank releases instead of running: its peers' runs fail within the bound, nothing written.
+TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesFailsItsPeersInTime) {
+    const Case c = mixed_case(64);
+    RunSpec spec;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        if (pc.env.world_rank == kBadRank) {
+            h.release();
+            return XMC_ERR_PEER_FAILED;  // (this rank's result is not checked below)
+        }
+        return h.run();
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
+        if (env.world_rank == kBadRank) return;
+        failed_in_time(r, f);
+        for (uint8_t b : r.tgt->store)
+            if (b != kPoison) return f.push_back("a run whose peer released wrote the target");
+    })));
+}
+
+// ===================== AFF-PREPARED-AGREE =====================
+
+// Every rank prepares two transfers of one plan; rank kBadRank runs the second, the others the
+// first: every rank refuses, nothing written.
+TEST_P(TransferTest, AFF_PREPARED_AGREE_RanksRunningDifferentPreparedTransfersRefuse) {
+    const Case c = mixed_case(64);
+    RunSpec spec = refusal_spec();
+    spec.call = [&](const PreparedCall &pc) {
+        Handle a(pc), b(pc);
+        if (xmc_status s = a.prepare(); s != XMC_OK) return s;
+        if (xmc_status s = b.prepare(); s != XMC_OK) return s;
+        return pc.env.world_rank == kBadRank ? b.run() : a.run();
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        refused_as(r, XMC_ERR_REFUSED, f);
+        for (uint8_t b : r.tgt->store)
+            if (b != kPoison) return f.push_back("a refused run wrote the target");
+    })));
+}
+
+// Rank kBadRank's first run fails at its own transport before its vote leaves (its all_gather
+// number 2: after prepare's offers and agreement), so its second run meets its peers' first:
+// every rank refuses, nothing written.
+TEST_P(TransferTest, AFF_PREPARED_AGREE_RankAtAnotherRunRefused) {
+    const Case c = mixed_case(64);
+    RunSpec spec = refusal_spec();
+    spec.fail_gather = [](const RankEnv &env) { return env.world_rank == kBadRank ? int64_t{2} : int64_t{-1}; };
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        if (pc.env.world_rank == kBadRank) h.run();  // fails at its own transport
+        return h.run();
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        refused_as(r, XMC_ERR_REFUSED, f);
+        for (uint8_t b : r.tgt->store)
+            if (b != kPoison) return f.push_back("a refused run wrote the target");
+    })));
+}
+
+// Ranks whose requests differ (kBadRank's element size) refuse at prepare, every one of them.
+TEST_P(TransferTest, AFF_PREPARED_AGREE_PrepareRefusesDifferentRequests) {
+    const Case c = mixed_case(64);
+    Case other = c;
+    other.budget = c.budget * 2;
+    RunSpec spec = bad_rank_runs(c, other);
+    spec.call = [&](const PreparedCall &pc) {
+        xmc_prepared *p = nullptr;
+        const xmc_status s = pc.api->transfer_prepare(pc.inst, &pc.args, &p);
+        if (s == XMC_OK) pc.api->transfer_release(pc.inst, p);
+        return s;
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+        if (r.status != XMC_ERR_REFUSED || std::strcmp(r.error.call, "transfer_prepare") != 0)
+            f.push_back(std::string("expected refused by transfer_prepare, got ") + xmc_status_string(r.status) +
+                        " from '" + r.error.call + "': " + r.error.message);
+    })));
+}
+
+}  // namespace
+}  // namespace xmc::conformance
