@@ -27,7 +27,7 @@ for sub in list-backends list-devices list-requirements where qualify verify mer
   expect 0 "^Usage: xmc $sub " "$sub" --help
 done
 expect 0 '^  --tier TEXT:\{gpu1,gpu2,multirank,pr\}' qualify --help
-expect 0 '^  --mustpass TEXT:\{0\.1\.0,0\.2\.0\}=0\.2\.0' qualify --help
+expect 0 '^  --mustpass TEXT:\{0\.1\.0,0\.2\.0,0\.3\.0\}=0\.3\.0' qualify --help
 
 # Refusals, each naming what is wrong (exit 2).
 expect 2 'a subcommand is required'
@@ -46,7 +46,7 @@ XMC_TSAN_RUNNER=$xmc expect 2 "no ThreadSanitizer build of backend 'host' \\($(d
 cp "$(dirname "$xmc")/../lib/libxmc_backend_host.so" "$work/libxmc_backend_copy.so"  # a backend with no tsan/ twin
 XMC_TSAN_RUNNER=$xmc expect 2 "no ThreadSanitizer build of $work/libxmc_backend_copy.so \\($work/tsan/libxmc_backend_copy.so\\): build it with xmc_add_backend" \
   qualify --sanitize thread --backend "$work/libxmc_backend_copy.so" --out "$work/q"
-expect 2 'xmc qualify: --mustpass: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' qualify --backend host --out "$work/q" --mustpass 9.9.9
+expect 2 'xmc qualify: --mustpass: 9\.9\.9 not in \{0\.1\.0,0\.2\.0,0\.3\.0\}' qualify --backend host --out "$work/q" --mustpass 9.9.9
 expect 2 'xmc qualify: --bench-sizes requires --bench' qualify --backend host --out "$work/q" --bench-sizes 1M
 expect 2 "xmc qualify: --bench-sizes: bad size '3Q'" qualify --backend host --out "$work/q" --bench --bench-sizes 3Q
 expect 2 "xmc qualify: --expect-fail: 'PIN-NOPE' is not a requirement" qualify --backend host --out "$work/q" --expect-fail PIN-FREE,PIN-NOPE
@@ -76,12 +76,13 @@ expect 2 'xmc bench: --min-ratio: takes a number >= 0, not .-1.' bench --backend
 expect 2 'xmc bench: --kind: gpu not in \{cuda,host\}' bench --backend host --kind gpu
 expect 2 'xmc bench: --timeout: takes a number >= 1, not .0.' bench --backend host --timeout 0
 expect 2 'xmc bench: --backend is required' bench
-expect 2 'xmc mustpass: --version: 9\.9\.9 not in \{0\.1\.0,0\.2\.0\}' mustpass --version 9.9.9
+expect 2 'xmc mustpass: --version: 9\.9\.9 not in \{0\.1\.0,0\.2\.0,0\.3\.0\}' mustpass --version 9.9.9
 expect 2 'xmc mustpass: --generate requires --out' mustpass --generate
 expect 2 'xmc mustpass: --out requires --generate' mustpass --out "$work/mp"
 expect 2 'xmc mustpass: --dir requires --check' mustpass --dir "$work"
 expect 2 'xmc mustpass: --check excludes --generate' mustpass --generate --check --out "$work/mp"
 expect 2 'the lists of 0\.1\.0 are frozen' mustpass --generate --version 0.1.0 --out "$work/mp"
+expect 2 'the lists of 0\.2\.0 are frozen' mustpass --generate --version 0.2.0 --out "$work/mp"
 expect 2 'xmc where: ID is required' where
 expect 2 'xmc verify: DIR is required' verify
 expect 2 'xmc list-requirements: .*not expected: .*--backend' list-requirements --backend host
@@ -97,8 +98,8 @@ expect 0 '"event":"end"' run --backend host --gtest_filter='*PIN_ALLOC_RefusesZe
 expect 0 '^host ' list-backends
 expect 0 'reports 1 device' list-devices
 expect 0 '^0\.1\.0/pin\.txt: PIN-ALLOC' mustpass --version 0.1.0
-expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.2\.0' mustpass --check
-expect 0 '^xmc mustpass: wrote the 14 must-pass lists of suite 0\.2\.0' mustpass --generate --out "$work/mp"
+expect 0 '0 problem\(s\) in the must-pass lists of suite 0\.3\.0' mustpass --check
+expect 0 '^xmc mustpass: wrote the 15 must-pass lists of suite 0\.3\.0' mustpass --generate --out "$work/mp"
 
 # --tier runs the rows of that tier only (requirements.tsv): REG-SPEED is gpu1's alone.
 expect 0 '^xmc: tests:16 passed' qualify --backend host --tier gpu2 --filter 'REG-*' --out "$work/tier-gpu2"

@@ -96,7 +96,7 @@ edit_shard s2-backend "jqi results.json '.backend.name = \"other\"'"
 refused merge_other_backend "not of one backend \\(name, version, library, capabilities\\): .* has host .* has other" \
   "$xmc" merge "$work/shard1" "$work/s2-backend" --out "$work/m-backend"
 edit_shard s2-suite "jqi results.json '.suite.version = \"9.9.9\"'"
-refused merge_other_suite "not of one suite \\(version and git revision\\): .* has 0\\.2\\.0 .* has 9\\.9\\.9" \
+refused merge_other_suite "not of one suite \\(version and git revision\\): .* has 0\\.3\\.0 .* has 9\\.9\\.9" \
   "$xmc" merge "$work/shard1" "$work/s2-suite" --out "$work/m-suite"
 edit_shard s2-env "jqi environment.json '.devices[0].uuid = \"00000000-0000-0000-0000-000000000000\"'"
 refused merge_other_environment "not of one environment \\(the devices\\)" \

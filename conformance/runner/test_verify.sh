@@ -51,6 +51,20 @@ if "$xmc" verify --qualified "$work/mustpass-0.1.0" >"$work/mustpass-0.1.0.out" 
 else
   echo "FAIL: verify rejected the 0.1.0 package:"; cat "$work/mustpass-0.1.0.out"; fails=$((fails + 1))
 fi
+# 0.2.0 predates capability transfer_prepared (0.3.0), which the host declares: held to 0.2.0's
+# lists, the host is held to no transfer_prepared list (no "no must-pass list" refusal), and
+# AFF-PREPARED-EXACT runs but is not must-pass.
+"$xmc" qualify --backend host --mustpass 0.2.0 --filter AFF-PREPARED-EXACT --procs 0 --out "$work/mustpass-0.2.0" \
+  >"$work/mustpass-0.2.0.log" 2>&1 || true
+if grep -qx '# suite: 0.2.0' "$work/mustpass-0.2.0/mustpass.txt" &&
+   jq -e '.mustpass.suite == "0.2.0" and (.mustpass.lists | index("transfer") != null and index("transfer_prepared") == null) and
+          (.requirements[] | select(.id == "AFF-PREPARED-EXACT") | .mustpass == false)' \
+     "$work/mustpass-0.2.0/results.json" >/dev/null; then
+  echo "ok: qualify --mustpass 0.2.0 held the host to 0.2.0's lists, no transfer_prepared list; AFF-PREPARED-EXACT not must-pass"
+else
+  echo "FAIL: the 0.2.0 package does not record 0.2.0's must-pass lists:"; cat "$work/mustpass-0.2.0.log"
+  fails=$((fails + 1))
+fi
 
 # expect NAME BASE REASON-REGEX EDIT...: copies BASE, runs EDIT in the copy,
 # and requires verify to reject it with a line matching REASON-REGEX.
@@ -95,11 +109,11 @@ expect unknown_requirement "$good" "requirement 'PIN-NOPE' is not in the catalog
   "jqi results.json '(.requirements[] | select(.id == \"PIN-ALLOC\")).id = \"PIN-NOPE\"'"
 expect mustpass_list_edited "$good" "mustpass.txt leaves out PIN-FREE" "sed -i '/^PIN-FREE\$/d' mustpass.txt"
 expect mustpass_lists_renamed "$good" "mustpass.txt names the lists" "sed -i 's/^# lists: model /# lists: /' mustpass.txt"
-expect mustpass_version_changed "$work/mustpass-0.1.0" "results.json records the must-pass lists of suite 0.1.0 but mustpass.txt those of suite 0.2.0" \
-  "sed -i 's/^# suite: 0.1.0\$/# suite: 0.2.0/' mustpass.txt"
-expect mustpass_version_changed_lists "$work/mustpass-0.1.0" "mustpass.txt names the lists \\[model, pin, .*\\] but a backend declaring .* runs against \\[model, always, pin, .*\\] of suite 0.2.0" \
-  "sed -i 's/^# suite: 0.1.0\$/# suite: 0.2.0/' mustpass.txt && jqi results.json '.mustpass.suite = \"0.2.0\"'"
-expect mustpass_version_unknown "$good" "mustpass.txt names suite 9.9.9: this xmc holds no must-pass lists of suite 9.9.9 \\(it holds 0.1.0, 0.2.0\\)" \
+expect mustpass_version_changed "$work/mustpass-0.1.0" "results.json records the must-pass lists of suite 0.1.0 but mustpass.txt those of suite 0.3.0" \
+  "sed -i 's/^# suite: 0.1.0\$/# suite: 0.3.0/' mustpass.txt"
+expect mustpass_version_changed_lists "$work/mustpass-0.1.0" "mustpass.txt names the lists \\[model, pin, .*\\] but a backend declaring .* runs against \\[model, always, pin, .*, transfer_prepared\\] of suite 0.3.0" \
+  "sed -i 's/^# suite: 0.1.0\$/# suite: 0.3.0/' mustpass.txt && jqi results.json '.mustpass.suite = \"0.3.0\"'"
+expect mustpass_version_unknown "$good" "mustpass.txt names suite 9.9.9: this xmc holds no must-pass lists of suite 9.9.9 \\(it holds 0.1.0, 0.2.0, 0.3.0\\)" \
   "sed -i 's/^# suite: .*/# suite: 9.9.9/' mustpass.txt && jqi results.json '.mustpass.suite = \"9.9.9\"'"
 expect waived_without_waiver "$work/broken" "PIN-QUERY is 'waived' but waivers.tsv holds no waiver" \
   "jqi results.json '(.requirements[] | select(.id == \"PIN-QUERY\")).verdict = \"waived\"'"
@@ -107,7 +121,7 @@ expect unexpected_pass_of_waived "$good" "PIN-ALLOC is waived .* but passed" \
   "printf 'PIN-ALLOC\thost\t*\tknown failure\thttps://example.invalid/2\n' >>waivers.tsv"
 expect bad_waiver_line "$good" "waivers.tsv:[0-9]+: a waiver has 5 tab-separated columns" \
   "printf 'PIN-ALLOC\thost\n' >>waivers.tsv"
-expect capabilities_changed "$good" "capabilities.json declares \\[pin,pin_refs,register,stream,copy,transfer,graph,register_portable\\] but results.json" \
+expect capabilities_changed "$good" "capabilities.json declares \\[pin,pin_refs,register,stream,copy,transfer,graph,register_portable,transfer_prepared\\] but results.json" \
   "jqi capabilities.json '.capabilities -= [\"vmm\"] | .mask -= 64'"
 expect capability_mask_changed "$good" "the mask 1 does not match" "jqi capabilities.json '.mask = 1'"
 expect backend_renamed "$good" "capabilities.json names backend other" "jqi capabilities.json '.backend = \"other\"'"

@@ -145,6 +145,16 @@ xmc_status pin_stats(xmc_instance *, xmc_pin_stats *out) {
 
 } // namespace
 
+// Transfers: this backend declares neither `transfer` nor (0.3) `transfer_prepared`, so their
+// entries stay NULL and AFF-* report unsupported. A backend with transfer_execute would add the
+// three collective calls (docs/abi.md, "Prepared transfers (0.3)") and XMC_CAP_TRANSFER_PREPARED:
+//   transfer_prepare: execute's checks and agreement once, then a copy of the args, plan and
+//     layouts (and what it opened) in a handle it keeps in a live set, as handles must be looked up;
+//   transfer_run: a handle not in the set is XMC_ERR_INVALID_HANDLE; each rank checks its buffers are
+//     still the prepared ones (else every rank XMC_ERR_STALE) and the ranks agree on which handle and
+//     which run (else XMC_ERR_REFUSED), before any write; then execute's data movement over the copy;
+//   transfer_release: closes what prepare opened and drops the handle; close releases any left over
+//     and counts them in xmc_close_report.prepared_transfers.
 extern "C" XMC_EXPORT const xmc_backend *xmc_backend_entry(uint32_t abi) {
     if (abi != XMC_ABI_VERSION) return nullptr;
     static const xmc_backend t = [] {
