@@ -65,7 +65,7 @@ void fill_table(xmc_backend &t) {
     t.abi_version = XMC_ABI_VERSION;
     t.struct_size = sizeof(xmc_backend);
     t.name = "cuda";
-    t.version = "0.2.0";
+    t.version = "0.3.0";
     // Declared whatever the driver: a missing driver, device or entry point is
     // reported by the calls (unsupported), never by hiding the capability.
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_PIN_REGISTER | XMC_CAP_REGISTER |

@@ -59,7 +59,7 @@ void fill_table(xmc_backend &t) {
     t.abi_version = XMC_ABI_VERSION;
     t.struct_size = sizeof(xmc_backend);
     t.name = "host";
-    t.version = "0.2.0";
+    t.version = "0.3.0";
     t.capabilities = XMC_CAP_PIN | XMC_CAP_PIN_REFS | XMC_CAP_REGISTER | XMC_CAP_REGISTER_PORTABLE | XMC_CAP_STREAM |
                      XMC_CAP_COPY | XMC_CAP_TRANSFER | XMC_CAP_VMM | XMC_CAP_GRAPH |
                      XMC_CAP_TRANSFER_PREPARED;

@@ -70,7 +70,7 @@ void fill_table(xmc_backend &t) {
     t.abi_version = XMC_ABI_VERSION;
     t.struct_size = sizeof(xmc_backend);
     t.name = "level_zero";
-    t.version = "0.2.0";
+    t.version = "0.3.0";
     // Declared whatever the driver: a missing loader, device, extension or
     // entry point is reported by the calls (unsupported), never by hiding the
     // capability.

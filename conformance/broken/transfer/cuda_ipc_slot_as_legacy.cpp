@@ -1,4 +1,4 @@
-// xmc-selftest: fails AFF-PATH
+// xmc-selftest: fails AFF-PATH,AFF-PREPARED-FOLLOW
 // xmc-selftest: base cuda
 // xmc-selftest: multirank 2
 // xmc-selftest: env XMC_TRANSFER_PATH=ipc
@@ -8,7 +8,8 @@
 // capable. A source in a slot (VMM memory, as a caching allocator's expandable segments are) has
 // no legacy handle: cuIpcGetMemHandle refuses it (CUDA_ERROR_INVALID_VALUE, recorded on the H200)
 // and the transfer fails, where the descriptor of its physical memory would have shared it. Here
-// the driver's answer to IS_LEGACY_CUDA_IPC_CAPABLE is always yes.
+// the driver's answer to IS_LEGACY_CUDA_IPC_CAPABLE is always yes. (AFF-PREPARED-FOLLOW prepares over
+// a source in a slot: the same refusal.)
 #include "cuda_broken.hpp"
 
 namespace xmc::broken_cuda {
