@@ -29,6 +29,10 @@ b=$1 out=$2; shift 2
 steps=${*:-gpu1 bench transfer ipc pytorch}
 x=$b/bin/xmc
 w=/tmp/xmc-h200
+# gloo and what it needs, beside the binaries (the GPU machine lacks them): the multirank runs and
+# qualify's process world (libxmc_procs_world.so; without it the gpu1 tier's transfer rows that
+# run in two processes read unsupported: 60/0/20 where 74/0/6 with it, H100 2026-12-06)
+export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$out" "$w"
 step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; echo "== $name: $*"
          timeout "$limit" "$@" >"$w/$name.log" 2>&1; local rc=$?
@@ -51,7 +55,6 @@ for s in $steps; do
       step transfer 120 "$b/bin/xmc_gpu_transfer_bench" --backend cuda --check-targets --json "$w/transfer-bench.json" ;;
     ipc)
       mpi=${MPIEXEC:-mpirun}
-      export LD_LIBRARY_PATH=$b/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
       mpiflags=(--allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
                 --mca oob_tcp_if_include lo -x LD_LIBRARY_PATH)
       step ipc-aff 300 hardware/run_multirank_gpu.sh ipc "$mpi" -np 2 "$b/bin/xmc_multirank" "${mpiflags[@]}"
