@@ -397,6 +397,59 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_AfterAFailedRunNothingLeft) {
                                                 "transfer_release had reported released";
 }
 
+// Bad handles, on each rank alone (nothing reaches a peer): NULL, an address that was never a
+// prepared transfer, and one prepared on another instance are refused by run and release with
+// invalid_handle, naming the call; the other instance's transfer still runs and releases after.
+TEST_P(TransferTest, AFF_PREPARED_RELEASE_ForeignAndBogusHandlesRefused) {
+    const Case c = mixed_case(64);
+    Notes notes;
+    RunSpec spec;
+    spec.call = [&](const PreparedCall &pc) {
+        xmc_instance *other = nullptr;
+        if (pc.api->open(nullptr, &other) != XMC_OK) {
+            notes.add(pc.env, "test setup: a second instance did not open");
+            return XMC_ERR_INVALID_ARGUMENT;
+        }
+        struct Closer {
+            const PreparedCall &pc;
+            xmc_instance *i;
+            ~Closer() { pc.api->close(i); }
+        } closer{pc, other};
+        int never = 0;
+        auto refused = [&](const char *what, xmc_instance *in, xmc_prepared *h) {
+            auto said = [&](xmc_status s) {  // the detail from the instance called
+                xmc_error_info e{};
+                pc.api->last_error(in, &e);
+                return std::string(xmc_status_string(s)) + " (" + e.call + ": " + e.message + ")";
+            };
+            xmc_transfer_stats st{};
+            if (xmc_status s = pc.api->transfer_run(in, h, pc.mem.stream, &st, nullptr); s != XMC_ERR_INVALID_HANDLE)
+                notes.add(pc.env, std::string("transfer_run of ") + what + ": expected invalid_handle, got " + said(s));
+            xmc_error_info e{};
+            pc.api->last_error(in, &e);
+            if (std::strcmp(e.call, "transfer_run") != 0)
+                notes.add(pc.env, std::string("transfer_run of ") + what + ": the detail names '" + e.call + "'");
+            if (xmc_status s = pc.api->transfer_release(in, h); s != XMC_ERR_INVALID_HANDLE)
+                notes.add(pc.env, std::string("transfer_release of ") + what + ": expected invalid_handle, got " + said(s));
+        };
+        refused("NULL", pc.inst, nullptr);
+        refused("an address never prepared", pc.inst, reinterpret_cast<xmc_prepared *>(&never));
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        refused("another instance's prepared transfer", other, h.p);
+        if (xmc_status s = h.run(); s != XMC_OK) {
+            notes.add(pc.env, "the prepared transfer no longer runs after another instance was refused it: " + detail(pc, s));
+            return s;
+        }
+        return h.release();
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        exact(r, f);
+        notes.into(env, f);
+    })));
+}
+
 // One rank releases instead of running: its peers' runs fail within the bound, nothing written.
 TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesFailsItsPeersInTime) {
     const Case c = mixed_case(64);

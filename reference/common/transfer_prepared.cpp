@@ -89,9 +89,11 @@ std::string prepared_run_agree(const std::vector<RunVote> &votes, int me) {
 
 xmc_stream *prepared_run_stream(xmc_stream *caller) { return caller; }
 
-bool prepared_live(xmc_instance *inst, Prepared *p) {
+bool prepared_live(xmc_instance *inst, Prepared *p) { return p && prepared_owner(p) == inst; }
+
+xmc_instance *prepared_owner(Prepared *p) {
     std::lock_guard<std::mutex> lk(live().mu);
-    return live().all.count(p) && p->magic == kPreparedMagic && p->inst == inst;
+    return live().all.count(p) && p->magic == kPreparedMagic ? p->inst : nullptr;
 }
 
 bool prepared_release(xmc_instance *inst, Prepared *p) {

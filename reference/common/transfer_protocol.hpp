@@ -269,6 +269,8 @@ xmc_stream *prepared_run_stream(xmc_stream *caller);
 bool prepared_release(xmc_instance *inst, Prepared *p);
 // Whether p is a live prepared transfer of inst (never dereferenced otherwise).
 bool prepared_live(xmc_instance *inst, Prepared *p);
+// The instance of a live prepared transfer, NULL for anything else (never dereferenced then).
+xmc_instance *prepared_owner(Prepared *p);
 
 // The backend's side of staged transfers: moving bytes between its buffers and a staging arena.
 // Copies may be asynchronous until packed()/unpacked() return.
