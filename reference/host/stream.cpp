@@ -298,9 +298,9 @@ xmc_status dev_free(xmc_instance *inst, void *ptr) {
     if (it == in->dev_allocs.end())
         return be::fail(inst, XMC_ERR_INVALID_ARGUMENT, 0, "dev_free",
                         "dev_free: %p is not a base that dev_alloc of this instance returned", ptr);
-    std::free(ptr);
+    be::book_remove(reinterpret_cast<uintptr_t>(ptr), be::MemKind::Device);  // before the address is free again
     in->dev_allocs.erase(it);
-    be::book_remove(reinterpret_cast<uintptr_t>(ptr), be::MemKind::Device);
+    std::free(ptr);
     return XMC_OK;
 }
 
