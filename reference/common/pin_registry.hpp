@@ -39,7 +39,12 @@ public:
     // argument, never weakened to a smaller one.
     static constexpr size_t kMaxAlignment = size_t{1} << 30;
 
-    void set_release_hook(ReleaseHook hook) { release_hook_ = hook; }
+    // Under the registry's lock: every instance's open sets it, and instances open on any thread at
+    // once (ThreadSanitizer saw two opens race on it).
+    void set_release_hook(ReleaseHook hook) {
+        std::lock_guard<std::mutex> lock(mu_);
+        release_hook_ = hook;
+    }
 
     // PIN-THREADS: the registry's lock around each entry point `call` (pin_alloc, pin_free,
     // pin_query, ...). A racy broken backend of the self-test (conformance/broken/pin/) replaces
