@@ -105,6 +105,7 @@ struct Site {
     std::string entry;
     uint64_t j = 0;
     std::string step;
+    size_t mark = 0;  // which of the run's steps (step names repeat)
     std::string name() const { return entry + " #" + std::to_string(j) + " in " + step; }
 };
 
