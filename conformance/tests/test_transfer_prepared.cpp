@@ -8,6 +8,8 @@
 #include "transfer_tests.hpp"
 
 #include <chrono>
+#include <optional>
+#include <random>
 #include <thread>
 
 namespace xmc::conformance {
@@ -360,6 +362,198 @@ TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed
     })));
 }
 
+// ---- sequences against a model (AFF-PREPARED-EXACT, -FOLLOW, -STALE together) ----
+//
+// A sequence of steps, the same on every rank, over two prepared transfers of one request (A,
+// and B once a "run B" prepares it), with rank 0's source in a slot (where the steps release and
+// remap it) and the last rank's target in memory the backend tracks. The model says what each run must do: stale on every rank
+// while rank 0's slot is released or the handle was prepared before the last reallocation of the
+// target, with no byte of any target written; otherwise move the sources' current bytes. The bugs
+// it guards against bite only in an order no single test takes: a connection or check made at
+// prepare and trusted after a remap, a reallocation noticed by one handle and not the other, a
+// stale run that leaves a generation or a connection half-updated for the next good one.
+enum SeqStep { kRunA, kRunB, kNewData, kReleaseSlot, kRemapSlot, kReallocTarget, kPrepareAgain, kSeqSteps };
+const char *const kSeqStepName[kSeqSteps] = {
+    "run A", "run B", "new data", "release rank 0's source slot", "remap that slot with new data",
+    "free and reallocate the last rank's target", "release A and B, prepare A again"};
+
+xmc_status run_sequence(const PreparedCall &pc, const std::vector<int> &steps, int victim, Notes &notes) {
+    const bool slot_owner = pc.env.world_rank == 0 && pc.src.slot;
+    const bool target_owner = pc.env.world_rank == victim;
+    Tracked tr(pc, pc.tgt, target_owner);
+    if (!tr.usable()) {
+        notes.add(pc.env, "test setup: dev_alloc failed");
+        return XMC_ERR_INVALID_ARGUMENT;
+    }
+    pc.args.source.ptr = pc.src.buf.ptr;
+    pc.args.target.ptr = pc.tgt.buf.ptr;
+    auto target_now = [&] {  // the target's bytes where they are now
+        if (tr.own) return std::vector<uint8_t>(static_cast<uint8_t *>(tr.own), static_cast<uint8_t *>(tr.own) + pc.tgt.store.size());
+        pc.tgt.fetch();
+        return pc.tgt.store;
+    };
+    // The model: the slot's state, the target's reallocations, the data the sources hold.
+    bool mapped = true;
+    int target_gen = 0, a_gen = 0, b_gen = 0;
+    uint64_t seed = pc.c.data_seed;
+    std::vector<uint8_t> want = image(pc.c, pc.c.target, pc.c.tgt_layout, pc.env.label(), seed);
+    std::optional<Handle> a, b;
+    a.emplace(pc);
+    if (xmc_status s = a->prepare(); s != XMC_OK) return s;
+    // The drawn steps, then a remap if the slot is left released (the checks after the call read
+    // every source).
+    for (size_t i = 0; i <= steps.size(); ++i) {
+        if (i == steps.size() && mapped) break;
+        const int step = i < steps.size() ? steps[i] : kRemapSlot;
+        const std::string at = "step " + std::to_string(i + 1) + " (" + kSeqStepName[step] + ")";
+        switch (step) {
+        case kRunA:
+        case kRunB: {
+            std::optional<Handle> &h = step == kRunA ? a : b;
+            if (!h) {  // B's first use prepares it (A always exists), over mapped memory only
+                if (!mapped) break;
+                h.emplace(pc);
+                b_gen = target_gen;
+                if (xmc_status s = h->prepare(); s != XMC_OK) {
+                    notes.add(pc.env, at + ": preparing B failed: " + detail(pc, s));
+                    return XMC_OK;
+                }
+                break;
+            }
+            const bool stale = !mapped || (step == kRunA ? a_gen : b_gen) != target_gen;
+            const std::vector<uint8_t> before = target_now();
+            const xmc_status s = h->run();
+            if (stale) {
+                if (s != XMC_ERR_STALE) {
+                    notes.add(pc.env, at + ": expected stale, got " + detail(pc, s));
+                    return XMC_OK;
+                }
+                if (target_now() != before) notes.add(pc.env, at + ": the stale run wrote the target");
+            } else {
+                if (s != XMC_OK) {
+                    notes.add(pc.env, at + ": expected success, got " + detail(pc, s));
+                    return XMC_OK;
+                }
+                if (auto d = first_difference(target_now(), want, pc.c.elem); !d.empty())
+                    notes.add(pc.env, at + ": target: " + d);
+            }
+            break;
+        }
+        case kNewData:
+            if (!mapped) break;  // (rank 0's source has no memory to write)
+            seed += 1000;
+            want = new_data(pc, seed);
+            break;
+        case kReleaseSlot:
+            if (!mapped) break;
+            mapped = false;
+            if (slot_owner) {
+                xmc_request *rq = nullptr;
+                if (xmc_status r = pc.api->slot_release(pc.inst, pc.src.slot, pc.mem.stream, &rq); r != XMC_OK)
+                    throw std::runtime_error("test setup: slot_release failed: " + detail(pc, r));
+                pc.api->request_wait(pc.inst, rq, 10000);
+                pc.api->request_destroy(pc.inst, rq);
+            }
+            break;
+        case kRemapSlot: {
+            if (mapped) break;
+            mapped = true;
+            seed += 1000;
+            if (!slot_owner) {
+                want = new_data(pc, seed);
+                break;
+            }
+            const std::vector<uint8_t> img = image(pc.c, pc.c.source, pc.c.src_layout, pc.env.label(), seed);
+            xmc_pin_result pin{};
+            if (xmc_status r = pc.api->pin_alloc(pc.inst, pc.src.slot_size, 4096, XMC_NO_DEVICE, &pin); r != XMC_OK)
+                throw std::runtime_error("test setup: pin_alloc failed: " + detail(pc, r));
+            std::memset(pin.base, kPoison, pc.src.slot_size);
+            std::memcpy(pin.base, img.data(), img.size());
+            xmc_request *rq = nullptr;
+            const xmc_status r =
+                pc.api->slot_remap(pc.inst, pc.src.slot, pc.mem.stream, pin.base, pc.src.slot_size, 0, &rq);
+            if (r == XMC_OK) {
+                pc.api->request_wait(pc.inst, rq, 10000);
+                pc.api->request_adopt(pc.inst, rq);
+                pc.api->request_destroy(pc.inst, rq);
+                pc.api->stream_synchronize(pc.inst, pc.mem.stream);
+            }
+            pc.api->pin_free(pc.inst, pin.base);
+            if (r != XMC_OK) throw std::runtime_error("test setup: slot_remap failed: " + detail(pc, r));
+            std::copy(img.begin(), img.end(), pc.src.store.begin());
+            want = image(pc.c, pc.c.target, pc.c.tgt_layout, pc.env.label(), seed);
+            break;
+        }
+        case kReallocTarget:
+            ++target_gen;
+            if (target_owner && tr.ptr()) {
+                if (!tr.replace()) throw std::runtime_error("test setup: dev_free/dev_alloc failed");
+                tr.fill(kPoison);  // as a fresh target: holes stay poisoned
+            }
+            break;
+        case kPrepareAgain:
+            if (!mapped) break;  // (a prepare over a released slot is not what this models)
+            b.reset();
+            a.reset();
+            if (tr.ptr()) pc.args.target.ptr = tr.ptr();
+            a.emplace(pc);
+            a_gen = target_gen;
+            if (xmc_status s = a->prepare(); s != XMC_OK) {
+                notes.add(pc.env, at + ": preparing A again failed: " + detail(pc, s));
+                return XMC_OK;
+            }
+            break;
+        }
+    }
+    b.reset();
+    a.reset();
+    if (target_owner && tr.own) pc.tgt.store = target_now();  // the checks read the image
+    return XMC_OK;
+}
+
+// Each requirement's sequences: a written one that takes every step in the order that matters,
+// then drawn ones over the same steps (fixed seeds: a bug is caught on every run or on none).
+void sequences_follow_the_model(TransferTest &t, const std::vector<int> &written, const std::vector<int> &kinds) {
+    const Case c = mixed_case(64);
+    const int victim = world().size() - 1;
+    const int sequences = std::min(5, world().property_cases());
+    for (int k = 0; k < sequences; ++k) {
+        std::vector<int> steps = written;
+        if (k > 0) {
+            std::mt19937_64 g(uint64_t(k) * 0x9e3779b97f4a7c15ull);
+            steps.assign(10, 0);
+            for (int &st : steps) st = kinds[g() % kinds.size()];
+        }
+        std::string text;
+        for (int st : steps) text += std::string(text.empty() ? "" : ", ") + kSeqStepName[st];
+        Notes notes;
+        RunSpec spec;
+        // Sources in slots where the steps release and remap them (else plain device memory,
+        // so that a bug of sharing slots is not taken for one of reallocations).
+        spec.source_in_slot = std::find(kinds.begin(), kinds.end(), kReleaseSlot) != kinds.end();
+        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        spec.call = [&](const PreparedCall &pc) { return run_sequence(pc, steps, victim, notes); };
+        EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+            status_ok(r, f);
+            notes.into(env, f);
+        }))) << "sequence " << k + 1 << " of " << sequences << ": " << text;
+    }
+}
+
+TEST_P(TransferTest, AFF_PREPARED_FOLLOW_SequencesOfRunsReleasesAndRemapsFollowTheModel) {
+    sequences_follow_the_model(*this,
+                               {kRunA, kReleaseSlot, kRunA, kRunB, kRemapSlot, kRunA, kRunB, kNewData, kRunB, kRunA,
+                                kReleaseSlot, kRemapSlot, kPrepareAgain, kRunA},
+                               {kRunA, kRunB, kNewData, kReleaseSlot, kRemapSlot, kPrepareAgain});
+}
+
+TEST_P(TransferTest, AFF_PREPARED_STALE_SequencesOfRunsAndReallocationsFollowTheModel) {
+    sequences_follow_the_model(*this,
+                               {kRunA, kRunB, kReallocTarget, kRunA, kRunB, kPrepareAgain, kRunA, kNewData, kRunA,
+                                kRunB, kRunB, kReallocTarget, kNewData, kRunA},
+                               {kRunA, kRunB, kNewData, kReallocTarget, kPrepareAgain});
+}
+
 // ===================== AFF-PREPARED-RELEASE =====================
 
 // After a failed run (rank 0's run vote fails at its own transport; its peers time out), every
@@ -395,6 +589,44 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_AfterAFailedRunNothingLeft) {
     EXPECT_TRUE(all_ranks_passed(f));
     EXPECT_EQ(report.prepared_transfers, 0u) << "closing the instance released prepared transfers that "
                                                 "transfer_release had reported released";
+}
+
+// Runs may keep what connects the ranks (path IPC's opened peer sources) from one run to the
+// next; release closes it. Two good runs (the second over new data), then release: the driver
+// holds no more objects than before the prepare, in every process (the fake driver's ledger; in
+// a threads world, once every rank is done). The bug it guards against: a release that drops the
+// handle but leaves a peer's source mapped, holding the peer's memory until the process exits.
+TEST_P(TransferTest, AFF_PREPARED_RELEASE_ReleaseClosesWhatTheRunsKeptOpen) {
+    std::string why;
+    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
+    if (!dc)
+        XMC_SKIP(SkipKind::Unsupported,
+                 "what the driver holds is read from the fake driver's ledger: " << (why.empty() ? "host memory" : why));
+    const Case c = mixed_case(64);
+    Notes notes;
+    RunSpec spec;
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        if (xmc_status s = h.run(); s != XMC_OK) {
+            notes.add(pc.env, "the first run failed: " + detail(pc, s));
+            return s;
+        }
+        const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + 7);
+        if (xmc_status s = h.run(); s != XMC_OK) return s;
+        target_is(pc, want, "the second run", notes);
+        return h.release();
+    };
+    const size_t before = dc->objects_besides_contexts();
+    const Failures f = run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &out) {
+        status_ok(r, out);
+        notes.into(env, out);
+    });
+    EXPECT_TRUE(all_ranks_passed(f));
+    const size_t after = dc->objects_besides_contexts();
+    EXPECT_EQ(after, before) << "after the release (and every rank's buffers freed) the driver holds " << after
+                             << " objects besides contexts, " << before << " before the prepare:\n"
+                             << dc->ledger_text();
 }
 
 // Bad handles, on each rank alone (nothing reaches a peer): NULL, an address that was never a

@@ -13,7 +13,10 @@
 //     it refuses. Any stale rank makes every rank return XMC_ERR_STALE, any other refusal
 //     XMC_ERR_REFUSED, and so do votes naming different prepared transfers or runs
 //     (AFF-PREPARED-AGREE), all before any write.
-//  4. execute()'s steps 5 to 7 over the agreed paths (finish()).
+//  4. execute()'s steps 5 to 7 over the agreed paths (finish()), by the executor made at prepare.
+//     It keeps its connections (path IPC's opened peer sources) from one good run to the next;
+//     every rank drops and remakes them together when any rank had none, when a run failed, or
+//     when a rank's source moved (a slot remapped: a peer's mapping would keep the old memory).
 // Errors name transfer_prepare or transfer_run, whichever the caller called.
 #include "transfer_protocol.hpp"
 
@@ -73,6 +76,10 @@ std::string prepared_stale(const be::MemoryStamp &then, const be::MemoryStamp &n
     return "";
 }
 
+bool prepared_source_moved(const be::MemoryStamp &last, const be::MemoryStamp &now) {
+    return now.serial != last.serial || now.backing != last.backing;
+}
+
 std::string prepared_run_agree(const std::vector<RunVote> &votes, int me) {
     const RunVote &mine = votes[size_t(me)];
     for (size_t k = 0; k < votes.size(); ++k) {
@@ -127,12 +134,13 @@ xmc_status prepare(xmc_instance *inst, const xmc_transfer_args *args, xmc_prepar
         a.peer_paths = nullptr;
         a.stream = nullptr;
         if (a.source.ptr) p->source = be::book_find(a.source.ptr);
+        p->source_last = p->source;
         if (a.target.ptr) p->target = be::book_find(a.target.ptr);
         p->digest = agreed.digest;
         p->paths = agreed.paths;
         p->id = agreed.call;
         p->inst = inst;
-        p->make = make;
+        p->ex = std::move(ex);
         p->magic = kPreparedMagic;
         {
             std::lock_guard<std::mutex> lk(live().mu);
@@ -169,14 +177,20 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         const Steps &st = steps();
         std::string why;
         bool stale = false;
-        if (a.source.ptr) why = st.stale(p->source, be::book_find(a.source.ptr), "source");
+        const be::MemoryStamp source_now = a.source.ptr ? be::book_find(a.source.ptr) : be::MemoryStamp{};
+        if (a.source.ptr) why = st.stale(p->source, source_now, "source");
         if (why.empty() && a.target.ptr) why = st.stale(p->target, be::book_find(a.target.ptr), "target");
         stale = !why.empty();
-        std::unique_ptr<Executor> ex;
+        Executor &ex = *p->ex;
+        // AFF-PREPARED-FOLLOW: a peer that mapped this rank's source slot keeps the backing it
+        // mapped (the real driver: a remap at the exporter leaves an importer's mapping on the old
+        // memory, with no error), so after a remap this rank drops its connections and votes so:
+        // every rank connects again, to the new backing.
+        if (st.source_moved(p->source_last, source_now)) ex.disconnect();
+        p->source_last = source_now;
         if (!stale) {
-            ex = p->make(inst);
             a.stream = st.run_stream(s);
-            why = ex->prepare(a, w);
+            why = ex.prepare(a, w);
         }
         // Step 3.
         RunVote mine{};
@@ -187,6 +201,7 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         mine.label = my_label;
         mine.refused = why.empty() ? 0 : 1;
         mine.stale = stale ? 1 : 0;
+        mine.connected = ex.connected() ? 1 : 0;
         set_reason(mine, why);
         std::vector<RunVote> votes(size_t(g->size));
         xmc_status vs = transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
@@ -210,11 +225,22 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
                                                                " refused: " + v.reason);
         if (std::string d = st.run_agree(votes, g->my_index); !d.empty()) return failed(XMC_ERR_REFUSED, 0, "refused: " + d);
         uint64_t call = 0xcbf29ce484222325ull;
-        for (const RunVote &v : votes) call = (call ^ v.nonce) * 0x100000001b3ull;
-        // Step 4.
+        bool all_connected = true;
+        for (const RunVote &v : votes) {
+            call = (call ^ v.nonce) * 0x100000001b3ull;
+            all_connected = all_connected && v.connected;
+        }
+        // Step 4. Connections are kept from run to run only while every rank kept its own: else
+        // every rank connects again in this run's move (a rank that reconnected alone would wait
+        // for peers that do not, AFF-NO-HANG).
+        if (!all_connected) ex.disconnect();
+        ex.keep(true);
         const Agreed agreed{p->digest, p->paths, call};
-        const xmc_status r = finish(inst, a, w, *ex, call, agreed, stats);
-        if (r != XMC_OK) ++p->failed_runs;
+        const xmc_status r = finish(inst, a, w, ex, call, agreed, stats);
+        if (r != XMC_OK) {
+            ++p->failed_runs;
+            ex.disconnect();  // the next run connects again, on every rank (the vote above)
+        }
         return renamed(inst, r, kRun);
     } catch (const std::bad_alloc &) {
         ++p->failed_runs;

@@ -757,8 +757,8 @@ static std::string own_paths(const xmc_transfer_args &a, const std::vector<PathO
 }
 
 const Steps &reference_steps() {
-    static const Steps s{transfer_digest, own_paths, prepared_stale, prepared_run_agree, prepared_run_stream,
-                         prepared_release};
+    static const Steps s{transfer_digest,    own_paths,           prepared_stale,  prepared_source_moved,
+                         prepared_run_agree, prepared_run_stream, prepared_release};
     return s;
 }
 

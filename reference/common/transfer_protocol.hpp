@@ -163,7 +163,9 @@ struct RunVote {
     int32_t label;        // the sender's rank label
     int32_t refused;      // 1: the sender refuses this run (why in reason)
     int32_t stale;        // 1: because its buffer changed under the prepared transfer (XMC_ERR_STALE)
-    char reason[152];
+    int32_t connected;    // 1: its executor kept its connections from the last run (Executor::connected)
+    int32_t reserved;
+    char reason[144];
 };
 
 class Executor;
@@ -182,7 +184,8 @@ struct Prepared {
     uint64_t generation = 0;             // runs started
     uint32_t failed_runs = 0;
     be::MemoryStamp source, target;      // the memory under each buffer at prepare
-    std::unique_ptr<Executor> (*make)(xmc_instance *inst) = nullptr;  // the backend's executor
+    be::MemoryStamp source_last;         // the memory under the source at the last run
+    std::unique_ptr<Executor> ex;        // the backend's executor, from prepare to release
 };
 inline constexpr uint64_t kPreparedMagic = 0x786d632d70726570ull;  // "xmc-prep"
 
@@ -201,6 +204,18 @@ public:
     // Step 5 once every rank agreed: each peer's data on w.path[peer]. `call_tag` is unique to the
     // call (high 32 bits). Before it returns, nothing it queued may still read or write a buffer.
     virtual xmc_status move(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st) = 0;
+
+    // Prepared transfers keep one executor from prepare to release and run it many times. An
+    // executor may keep what connects it to its peers (path IPC's opened sources) from one
+    // successful move() to the next while keep(true): what a run costs is then the copies and
+    // the votes. connected(): it holds such connections now. disconnect(): it closes them; every
+    // rank does so before a run in which any rank is not connected, so that all of them connect
+    // again together (connecting is collective). The memory under the peers' buffers cannot
+    // change unseen while connected: each rank checks its own buffers before every run
+    // (AFF-PREPARED-STALE), and only the exporter of a mapping can see that it changed.
+    virtual void keep(bool) {}
+    virtual bool connected() const { return false; }
+    virtual void disconnect() {}
 };
 
 // The whole call (steps 1 to 7); the backend's entry point.
@@ -221,10 +236,11 @@ xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Execu
                   const Agreed &agreed, xmc_transfer_stats *stats);
 
 // transfer_prepared's entry points (include/xmc/backend.h says what each does) over a backend's
-// executor, made by `make` once to prepare and once per run. prepare: steps 1 to 4 of execute()
-// (the checks, the paths, the agreement), once. run: this rank's buffers against the memory book,
-// a run vote (one prepared transfer, one run of it, nobody's buffer stale), the executor's prepare
-// over the run's stream, then steps 5 to 7. release: the handle is dead and its memory freed.
+// executor, made by `make` once at prepare and kept until release. prepare: steps 1 to 4 of
+// execute() (the checks, the paths, the agreement), once. run: this rank's buffers against the
+// memory book, a run vote (one prepared transfer, one run of it, nobody's buffer stale, who kept
+// its connections), the executor's prepare over the run's stream, then steps 5 to 7, connections
+// kept for the next run. release: the handle is dead, its executor (and its connections) gone.
 using MakeExecutor = std::unique_ptr<Executor> (*)(xmc_instance *inst);
 xmc_status prepare(xmc_instance *inst, const xmc_transfer_args *args, xmc_prepared **out, MakeExecutor make);
 xmc_status run(xmc_instance *inst, xmc_prepared *p, xmc_stream *s, xmc_transfer_stats *stats, xmc_path *peer_paths);
@@ -251,6 +267,9 @@ struct Steps {
     // allocation, also one at the same address; a slot released), or "" (the same, or untracked;
     // a remapped slot is the same slot, followed).
     std::string (*stale)(const be::MemoryStamp &then, const be::MemoryStamp &now, const char *side);
+    // AFF-PREPARED-FOLLOW: whether this rank's source moved to other memory since the last run (a
+    // slot remapped), so that the connections the peers hold to it lead to the old memory.
+    bool (*source_moved)(const be::MemoryStamp &last, const be::MemoryStamp &now);
     // AFF-PREPARED-AGREE: why the gathered run votes (position `me` is this rank's) do not name one
     // run of one prepared transfer, or "".
     std::string (*run_agree)(const std::vector<RunVote> &votes, int me);
@@ -264,6 +283,7 @@ Steps &steps();
 const Steps &reference_steps();
 // The reference's prepared-transfer steps (transfer_prepared.cpp).
 std::string prepared_stale(const be::MemoryStamp &then, const be::MemoryStamp &now, const char *side);
+bool prepared_source_moved(const be::MemoryStamp &last, const be::MemoryStamp &now);
 std::string prepared_run_agree(const std::vector<RunVote> &votes, int me);
 xmc_stream *prepared_run_stream(xmc_stream *caller);
 bool prepared_release(xmc_instance *inst, Prepared *p);

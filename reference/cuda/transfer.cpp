@@ -81,6 +81,7 @@ public:
     explicit CudaExecutor(xmc_instance *inst) : inst_(inst), d_(Driver::get()) {}
     // What move() could not release (its failure reported there) gets a second try here.
     ~CudaExecutor() override {
+        disconnect();  // a prepared transfer's opened sources, at its release
         if (side_) d_.cuStreamDestroy(side_);
         if (dev_arena_) {
             CtxScope scope(d_, stream_.ctx);
@@ -120,7 +121,7 @@ public:
         for (const auto *b : {&a.source, &a.target})
             if (b->ptr && !mem_of(*b, b == &a.source ? &src_ : &tgt_, &w.native))
                 return "cannot retain the context of device " + to_string(b->device);
-        xmc_stream *h = a.stream;
+        xmc_stream *h = a.stream ? a.stream : own_stream_;  // a prepared transfer's runs reuse its own
         if (!h) {
             // The target's device does the copies (it pulls), else the source's.
             const int32_t dev = tgt_.device ? tgt_.ordinal : src_.device ? src_.ordinal : 0;
@@ -132,7 +133,14 @@ public:
             }
             h = own_stream_;
         }
+        const Stream before = stream_;
         if (!find_stream(inst_, h, &stream_)) return "the stream is not a live stream of this instance";
+        if (before.ctx && before.ctx != stream_.ctx && ipc_.is_open()) {
+            // A prepared transfer's run on another device's stream: what the last run opened is
+            // that context's; it is closed here, and this rank votes that it is not connected.
+            CtxScope old(d_, before.ctx);
+            ipc_.close(false);
+        }
         // Work queued on the caller's stream before this call must finish before we read or write.
         // A driver failure here carries its code (w.native): it was a refusal without one.
         CtxScope scope(d_, stream_.ctx);
@@ -158,8 +166,10 @@ public:
         const CUresult r = drain(stream_.stream);
         if (s == XMC_OK && r0 != CUDA_SUCCESS) s = fail(r0, "cuStreamSynchronize");
         if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
-        // Path IPC: the peers' sources closed once nothing queued reads them, before the vote.
-        if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
+        // Path IPC: the peers' sources closed once nothing queued reads them, before the vote;
+        // a prepared transfer keeps them open after a good run for its next one (keep()).
+        if (!keep_ || s != XMC_OK)
+            if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
         // The side stream and the staging arena go before the vote, so that a failure to release
         // them is this rank's error (the destructor dropped it: a stream the fault sweep found
         // leaked); what fails stays for the destructor's second try.
@@ -178,6 +188,15 @@ public:
                 s = fail(rd, "cuMemFree");
         }
         return s;
+    }
+
+    // Prepared transfers: path IPC's opened sources stay open between runs (transfer_protocol.hpp).
+    void keep(bool on) override { keep_ = on; }
+    bool connected() const override { return ipc_.is_open(); }
+    void disconnect() override {
+        if (!ipc_.is_open()) return;
+        CtxScope scope(d_, stream_.ctx);  // closed in the context that opened them
+        ipc_.close(false);
     }
 
     // ---- staging (peers in other processes; device staging for NCCL peers) ----
@@ -388,7 +407,8 @@ private:
                                 g.ranks[p]);
         }
         // Path IPC: sources shared and opened first too (every rank takes part in its exchange).
-        if (xmc_status s = ipc_.open(a, w, call_tag, d_.devices[size_t(stream_.device)].dev); s != XMC_OK) return s;
+        if (!ipc_.is_open())
+            if (xmc_status s = ipc_.open(a, w, call_tag, d_.devices[size_t(stream_.device)].dev); s != XMC_OK) return s;
 
         // AFF-REFUSE-BEFORE-WRITE: the group's NCCL communicator before any write, so that a rank
         // that cannot join it makes every rank refuse with nothing written.
@@ -499,6 +519,7 @@ private:
     char *dev_arena_ = nullptr;  // the same for NCCL peers, in the stream's device memory
     size_t dev_chunk_ = 0;
     bool nccl_ = false;  // the exchange in progress is NCCL's: arena() and staging() are the device's
+    bool keep_ = false;  // a prepared transfer's: path IPC stays open after a good move()
 };
 
 std::unique_ptr<transfer::Executor> make_executor(xmc_instance *inst) { return std::make_unique<CudaExecutor>(inst); }

@@ -143,7 +143,10 @@ std::string IpcPath::why_not(const xmc_transfer_args &a) {
 xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, uint64_t call_tag, CUdevice device) {
     const xmc_group &g = *a.group;
     info_.clear();
-    if (std::find(w.table.begin(), w.table.end(), XMC_PATH_IPC) == w.table.end()) return XMC_OK;
+    if (std::find(w.table.begin(), w.table.end(), XMC_PATH_IPC) == w.table.end()) {
+        open_ = true;  // nothing to open
+        return XMC_OK;
+    }
     const int32_t my_label = g.ranks[w.me];
     bool reads = false, read_by = false;  // this rank reads from a peer; a peer reads from it
     for (int p = 0; p < g.size; ++p)
@@ -284,6 +287,7 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
     }
     for (int fd : fds)
         if (fd >= 0) ::close(fd);
+    open_ = s == XMC_OK;
     return s;
 }
 
@@ -359,6 +363,8 @@ xmc_status IpcPath::close(bool report) {
         }
     }
     opened_.clear();
+    info_.clear();
+    open_ = false;
     if (listen_ >= 0) ::close(listen_), listen_ = -1;
     if (exported_ >= 0) ::close(exported_), exported_ = -1;
     return first;

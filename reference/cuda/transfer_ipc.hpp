@@ -36,6 +36,8 @@ public:
     // included. The first failure, after closing the rest (reported as the call's error when
     // `report`: not over an earlier failure's).
     xmc_status close(bool report = true);
+    // open() succeeded and close() has not run since: the peers' sources are open here.
+    bool is_open() const { return open_; }
 
     // What a rank tells the others (all_gather).
     struct Info {
@@ -76,6 +78,7 @@ private:
     std::vector<Opened> opened_;
     int listen_ = -1;             // this rank's socket for the VMM peers' descriptors
     int exported_ = -1;           // this rank's VMM source as a descriptor, until sent
+    bool open_ = false;
 };
 
 }  // namespace xmc::cuda

@@ -1,4 +1,4 @@
-// xmc-selftest: fails AFF-NO-HANG
+// xmc-selftest: fails AFF-NO-HANG,AFF-PREPARED-RELEASE
 // xmc-selftest: base cuda
 // xmc-selftest: multirank 2,4
 // xmc-selftest: env XMC_TRANSFER_PATH=ipc

@@ -41,6 +41,13 @@ CUresult CUDAAPI sync_unless_open(CUstream s) {
     return open_now > 0 && s == pulls_on ? CUDA_SUCCESS : real_sync(s);  // the bug
 }
 
+void close_put_off() {
+    std::lock_guard<std::mutex> lock(mu);
+    for (CUdeviceptr p : later) real_close(p);
+    later.clear();
+    open_now = 0;
+}
+
 xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -58,14 +65,22 @@ xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_
         real_sync(on.stream);
     }
     pulls_on = nullptr;
-    std::lock_guard<std::mutex> lock(mu);
-    for (CUdeviceptr p : later) real_close(p);
-    later.clear();
-    open_now = 0;
+    close_put_off();
+    return s;
+}
+
+// A prepared transfer closes what its runs kept open at release (the reference's disconnect):
+// those closes are put off too, and done here, so that the bug stays the order within a call.
+xmc_status transfer_release(xmc_instance *inst, xmc_prepared *p) {
+    const xmc_status s = reference()->transfer_release(inst, p);
+    if (real_close) close_put_off();
     return s;
 }
 } // namespace
 
-void plant(xmc_backend &t) { t.transfer_execute = transfer_execute; }
+void plant(xmc_backend &t) {
+    t.transfer_execute = transfer_execute;
+    t.transfer_release = transfer_release;
+}
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_ipc_votes_before_pulls")
