@@ -99,6 +99,52 @@ bool cuda_calls(std::vector<DriverCall> *out, std::string *why) {
     return true;
 }
 
+// Straight from the driver the backend loaded, in the device's primary context (retained for the
+// allocation's life, as a framework's allocator keeps its context).
+struct CudaRaw {
+    int (*device_get)(int *, int) = nullptr;
+    int (*retain)(void **, int) = nullptr;
+    int (*release)(int) = nullptr;
+    int (*push)(void *) = nullptr;
+    int (*pop)(void **) = nullptr;
+    int (*alloc)(unsigned long long *, size_t) = nullptr;
+    int (*free)(unsigned long long) = nullptr;
+    std::mutex mu;
+    std::map<void *, int> device_of;  // live allocations
+} g_cuda_raw;
+
+bool cuda_driver_alloc(int ordinal, size_t bytes, void **out) {
+    CudaRaw &r = g_cuda_raw;
+    int dev = 0;
+    void *ctx = nullptr, *popped = nullptr;
+    unsigned long long p = 0;
+    if (r.device_get(&dev, ordinal) != 0 || r.retain(&ctx, dev) != 0) return false;
+    const bool ok = r.push(ctx) == 0 && r.alloc(&p, bytes) == 0;
+    r.pop(&popped);
+    if (!ok) {
+        r.release(dev);
+        return false;
+    }
+    std::lock_guard<std::mutex> lk(r.mu);
+    *out = reinterpret_cast<void *>(static_cast<uintptr_t>(p));
+    r.device_of[*out] = dev;
+    return true;
+}
+
+bool cuda_driver_free(void *p) {
+    CudaRaw &r = g_cuda_raw;
+    int dev = 0;
+    {
+        std::lock_guard<std::mutex> lk(r.mu);
+        auto it = r.device_of.find(p);
+        if (it == r.device_of.end()) return false;
+        dev = it->second;
+        r.device_of.erase(it);
+    }
+    const bool ok = r.free(static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(p))) == 0;
+    return r.release(dev) == 0 && ok;
+}
+
 std::string cuda_config_error() {
     char buf[512] = "";
     g_cuda_last_error(buf, sizeof buf);
@@ -142,6 +188,12 @@ bool cuda_control(DriverControl *c, std::string *why) {
     c->calls = cuda_calls;
     c->reset_calls = g_cuda_reset_records;
     c->config_error = cuda_config_error;
+    CudaRaw &r = g_cuda_raw;
+    if (resolve(h, "cuDeviceGet", &r.device_get) && resolve(h, "cuDevicePrimaryCtxRetain", &r.retain) &&
+        resolve(h, "cuDevicePrimaryCtxRelease_v2", &r.release) && resolve(h, "cuCtxPushCurrent_v2", &r.push) &&
+        resolve(h, "cuCtxPopCurrent_v2", &r.pop) && resolve(h, "cuMemAlloc_v2", &r.alloc) &&
+        resolve(h, "cuMemFree_v2", &r.free))
+        c->driver_alloc = cuda_driver_alloc, c->driver_free = cuda_driver_free;
     return true;
 }
 

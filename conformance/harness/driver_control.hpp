@@ -62,6 +62,11 @@ struct DriverControl {
     // Why the fake refused the configuration it was started with ("" when it took it):
     // a child that hides a device or an extension checks the hiding happened as intended.
     std::string (*config_error)() = nullptr;
+    // Device memory the backend never saw allocated (a framework's own allocator): `bytes` on
+    // device `ordinal` straight from the driver, in its primary context, and its free
+    // (AFF-PREPARED-STALE by the driver's buffer ID). nullptr: this driver has no such hook.
+    bool (*driver_alloc)(int ordinal, size_t bytes, void **out) = nullptr;
+    bool (*driver_free)(void *p) = nullptr;
 };
 
 // The control of the fake driver under `api`, or nullptr with the reason in

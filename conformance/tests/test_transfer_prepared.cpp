@@ -286,6 +286,100 @@ void stale_after_replace(TransferTest &t, bool target_side) {
     })));
 }
 
+// Device memory the backend never saw allocated (a framework's own allocator, straight from the
+// driver): the last rank's target is such an allocation. A good run, then the last rank frees it
+// and the driver allocates the same size again (most often at the same address); the next run is
+// stale on every rank, and the new allocation is not written. The backend cannot know this memory
+// from its own records: only the driver's identity of the allocation (CUDA's buffer ID) tells the
+// new allocation from the old one.
+TEST_P(TransferTest, AFF_PREPARED_STALE_DriverAllocationFreedAndReallocated) {
+    std::string why;
+    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
+    if (!dc || !dc->driver_alloc)
+        XMC_SKIP(SkipKind::Unsupported, "memory the backend never saw allocated comes straight from the driver, "
+                                        "through the fake driver's hooks: "
+                                            << (why.empty() ? "no such hook for this backend" : why));
+    const Case c = mixed_case(64);
+    const int victim = world().size() - 1;
+    Notes notes;
+    RunSpec spec;
+    spec.op_timeout_ms = kRefusalOpTimeoutMs;
+    spec.call = [&](const PreparedCall &pc) {
+        const bool mine = pc.env.world_rank == victim && pc.tgt.buf.ptr;
+        const size_t bytes = pc.tgt.store.size();
+        void *raw = nullptr;
+        auto put = [&](void *dst, const std::vector<uint8_t> &img) {
+            xmc_copy_desc d{};
+            d.src = xmc_copy_side{const_cast<uint8_t *>(img.data()), XMC_MEM_HOST, pc.mem.ordinal, 0, 0, 0, img.size(), img.size()};
+            d.dst = xmc_copy_side{dst, XMC_MEM_DEVICE, pc.mem.ordinal, 0, 0, 0, img.size(), img.size()};
+            d.width_bytes = img.size();
+            d.height = d.depth = 1;
+            return pc.api->copy(pc.inst, &d, pc.mem.stream) == XMC_OK &&
+                   pc.api->stream_synchronize(pc.inst, pc.mem.stream) == XMC_OK;
+        };
+        auto get = [&](void *src) {
+            std::vector<uint8_t> img(bytes, 0);
+            xmc_copy_desc d{};
+            d.src = xmc_copy_side{src, XMC_MEM_DEVICE, pc.mem.ordinal, 0, 0, 0, bytes, bytes};
+            d.dst = xmc_copy_side{img.data(), XMC_MEM_HOST, pc.mem.ordinal, 0, 0, 0, bytes, bytes};
+            d.width_bytes = bytes;
+            d.height = d.depth = 1;
+            if (pc.api->copy(pc.inst, &d, pc.mem.stream) != XMC_OK ||
+                pc.api->stream_synchronize(pc.inst, pc.mem.stream) != XMC_OK)
+                img.clear();
+            return img;
+        };
+        struct Freed {
+            const DriverControl *dc;
+            void *&p;
+            ~Freed() {
+                if (p) dc->driver_free(p);
+            }
+        } freed{dc, raw};
+        if (mine) {
+            if (!dc->driver_alloc(pc.mem.ordinal, bytes, &raw) || !put(raw, std::vector<uint8_t>(bytes, kPoison))) {
+                notes.add(pc.env, "test setup: an allocation straight from the driver failed");
+                return XMC_ERR_INVALID_ARGUMENT;
+            }
+            pc.args.target.ptr = raw;
+        }
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        if (xmc_status s = h.run(); s != XMC_OK) {
+            notes.add(pc.env, "the first run failed: " + detail(pc, s));
+            return s;
+        }
+        if (mine) {
+            const std::vector<uint8_t> want = image(pc.c, pc.c.target, pc.c.tgt_layout, pc.env.label(), pc.c.data_seed);
+            if (auto d = first_difference(get(raw), want, pc.c.elem); !d.empty())
+                notes.add(pc.env, "the first run, into the driver's allocation: target: " + d);
+            void *old = raw;
+            dc->driver_free(raw);
+            raw = nullptr;
+            std::vector<void *> missed;  // held while the driver is asked again, as Tracked does
+            for (int tries = 0; tries < 64 && raw != old; ++tries) {
+                if (raw) missed.push_back(raw);
+                if (!dc->driver_alloc(pc.mem.ordinal, bytes, &raw)) raw = nullptr;
+            }
+            for (void *m : missed) dc->driver_free(m);
+            if (raw != old) std::fprintf(stderr, "note: the new allocation is not at the freed one's address\n");
+            if (!raw || !put(raw, std::vector<uint8_t>(bytes, kMark))) notes.add(pc.env, "test setup: the new allocation failed");
+        }
+        const xmc_status s = h.run();
+        if (mine && raw) {
+            const std::vector<uint8_t> now = get(raw);
+            if (now.empty() || std::any_of(now.begin(), now.end(), [](uint8_t b) { return b != kMark; }))
+                notes.add(pc.env, "the run read or wrote the new allocation at the freed address");
+        }
+        pc.args.target.ptr = pc.tgt.buf.ptr;
+        return s;
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        refused_as(r, XMC_ERR_STALE, f);
+        notes.into(env, f);
+    })));
+}
+
 TEST_P(TransferTest, AFF_PREPARED_STALE_SourceFreedAndReallocated) { stale_after_replace(*this, false); }
 TEST_P(TransferTest, AFF_PREPARED_STALE_TargetFreedAndReallocated) { stale_after_replace(*this, true); }
 

@@ -90,6 +90,7 @@ struct Allocation {  // cuMemAlloc
     // with the processes that open it, and the export's id (unique in this process, in the handle).
     int share_fd = -1;
     uint64_t share_id = 0;
+    uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: new for every allocation and mapping
 };
 
 // Device memory of another process, opened here by cuIpcOpenMemHandle (fake_cuda_ipc.cpp): its
@@ -102,6 +103,7 @@ struct IpcOpened {
     int32_t pid = 0;        // the exporter and its export id
     uint64_t id = 0;
     int refs = 1;           // opens not closed yet (recorded by the driver docs: counted)
+    uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: new for every allocation and mapping
 };
 
 struct FreedRange {  // cuMemFree'd device memory, kept reserved (PROT_NONE) until reused
@@ -116,6 +118,7 @@ struct Registration {  // cuMemHostRegister
     int ordinal = 0;
     uintptr_t dev_base = 0;  // == base unless a nonidentity fault applied
     size_t mapped = 0;       // cuMemHostAlloc: the driver's own pages (mmap length), else 0
+    uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: new for every allocation and mapping
 };
 
 struct Reservation {  // cuMemAddressReserve
@@ -142,6 +145,7 @@ struct Mapping {  // cuMemMap
     size_t offset = 0;
     int host_prot = 0;                // PROT_* currently applied
     std::map<int, unsigned> access;   // device ordinal -> CUmemAccess_flags
+    uint64_t buffer_id = 0;  // CU_POINTER_ATTRIBUTE_BUFFER_ID: new for every allocation and mapping
 };
 
 // A host function handed by a stream worker to the process-wide callback

@@ -188,6 +188,7 @@ XMC_FAKE_EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* pdptr, CUipcMemHandl
     o.ordinal = ordinal_of_physical_locked(w.physical, c->ordinal);
     o.pid = w.pid;
     o.id = w.id;
+    o.buffer_id = new_handle_locked();
     g.ipc_opened[o.base] = o;
     *pdptr = o.base;
     return CUDA_SUCCESS;

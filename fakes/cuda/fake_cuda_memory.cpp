@@ -219,6 +219,7 @@ XMC_FAKE_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr* dptr, size_t bytesize) {
     a.mapped = mapped;
     a.ctx = c->handle;
     a.ordinal = c->ordinal;
+    a.buffer_id = new_handle_locked();
     g.allocations[a.base] = a;
     d.used += mapped;
     *dptr = a.base;
@@ -291,6 +292,7 @@ XMC_FAKE_EXPORT CUresult cuMemHostRegister_v2(void* p, size_t bytesize, unsigned
     r.ctx = c->handle;
     r.ordinal = c->ordinal;
     r.dev_base = base + offset;  // identity unless a nonidentity fault rule chose an offset
+    r.buffer_id = new_handle_locked();
     g.registrations[base] = r;
     return CUDA_SUCCESS;
 }
@@ -371,6 +373,7 @@ CUresult host_alloc(void** pp, size_t bytesize, unsigned int flags) {
     r.ordinal = c->ordinal;
     r.dev_base = r.base;
     r.mapped = mapped;
+    r.buffer_id = new_handle_locked();
     g.registrations[r.base] = r;
     *pp = m;
     return CUDA_SUCCESS;
@@ -502,6 +505,10 @@ XMC_FAKE_EXPORT CUresult cuPointerGetAttribute(void* data, CUpointer_attribute a
             return CUDA_SUCCESS;
         case CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE:  // cuIpcGetMemHandle takes cuMemAlloc memory only
             *static_cast<bool*>(data) = alloc != nullptr;
+            return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_BUFFER_ID:  // recorded: new for every allocation, also at a reused address
+            *static_cast<unsigned long long*>(data) =
+                reg ? reg->buffer_id : alloc ? alloc->buffer_id : ipc ? ipc->buffer_id : map->buffer_id;
             return CUDA_SUCCESS;
         case CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES:
             *static_cast<unsigned long long*>(data) = handle_types;

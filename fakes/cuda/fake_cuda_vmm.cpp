@@ -232,6 +232,7 @@ XMC_FAKE_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, C
     mp.handle = handle;
     mp.offset = offset;
     mp.host_prot = PROT_NONE;  // no access until cuMemSetAccess
+    mp.buffer_id = new_handle_locked();
     g.mappings[ptr] = mp;
     g.unmapped.erase(ptr);
     ++h->second.map_count;

@@ -26,6 +26,7 @@ const char *mem_kind_name(MemKind k) {
     case MemKind::Registered: return "registration";
     case MemKind::Device: return "device allocation";
     case MemKind::Slot: return "slot";
+    case MemKind::Driver: return "device allocation (by the driver's buffer ID)";
     default: return "untracked memory";
     }
 }

@@ -10,7 +10,9 @@
 
 namespace xmc::be {
 
-enum class MemKind : uint8_t { None = 0, Pinned, Registered, Device, Slot };
+// Driver: memory the backend never saw allocated, known by the driver's identity of its allocation
+// (CUDA's buffer ID; transfer::Executor::buffer_identity), not by the book.
+enum class MemKind : uint8_t { None = 0, Pinned, Registered, Device, Slot, Driver };
 
 // What the book says of the allocation holding an address. serial 0: none it tracks (plain
 // pageable memory, the caller's to keep alive).

@@ -61,6 +61,21 @@ void set_reason(RunVote &v, const std::string &why) {
     std::snprintf(v.reason, sizeof v.reason, "%s", why.c_str());
 }
 
+// The memory under a buffer: the book's stamp, or for memory the book does not know, the driver's
+// identity of its allocation (`then`: the stamp at prepare, which says which of the two to ask).
+be::MemoryStamp stamp_of(Executor &ex, const xmc_shard_buffer &b, const be::MemoryStamp *then) {
+    if (!b.ptr) return {};
+    if (then && then->kind != be::MemKind::Driver) return be::book_find(b.ptr);
+    be::MemoryStamp s = then ? *then : be::book_find(b.ptr);
+    if (!then && s.serial != 0) return s;  // the backend's own memory: the book knows it
+    const uint64_t id = ex.buffer_identity(b);
+    if (!then && (id == 0 || id == Executor::kNoBuffer)) return s;  // untracked: the caller's to keep
+    s.kind = be::MemKind::Driver;
+    s.base = reinterpret_cast<uintptr_t>(b.ptr);
+    s.serial = id == Executor::kNoBuffer ? 0 : id;  // 0: freed (the driver answers for nothing there)
+    return s;
+}
+
 uint64_t nonce() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
 
 }  // namespace
@@ -133,9 +148,9 @@ xmc_status prepare(xmc_instance *inst, const xmc_transfer_args *args, xmc_prepar
         a.layouts = a.layouts ? p->layouts.data() : nullptr;
         a.peer_paths = nullptr;
         a.stream = nullptr;
-        if (a.source.ptr) p->source = be::book_find(a.source.ptr);
+        p->source = stamp_of(*ex, a.source, nullptr);
         p->source_last = p->source;
-        if (a.target.ptr) p->target = be::book_find(a.target.ptr);
+        p->target = stamp_of(*ex, a.target, nullptr);
         p->digest = agreed.digest;
         p->paths = agreed.paths;
         p->id = agreed.call;
@@ -177,11 +192,11 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         const Steps &st = steps();
         std::string why;
         bool stale = false;
-        const be::MemoryStamp source_now = a.source.ptr ? be::book_find(a.source.ptr) : be::MemoryStamp{};
-        if (a.source.ptr) why = st.stale(p->source, source_now, "source");
-        if (why.empty() && a.target.ptr) why = st.stale(p->target, be::book_find(a.target.ptr), "target");
-        stale = !why.empty();
         Executor &ex = *p->ex;
+        const be::MemoryStamp source_now = stamp_of(ex, a.source, &p->source);
+        if (a.source.ptr) why = st.stale(p->source, source_now, "source");
+        if (why.empty() && a.target.ptr) why = st.stale(p->target, stamp_of(ex, a.target, &p->target), "target");
+        stale = !why.empty();
         // AFF-PREPARED-FOLLOW: a peer that mapped this rank's source slot keeps the backing it
         // mapped (the real driver: a remap at the exporter leaves an importer's mapping on the old
         // memory, with no error), so after a remap this rank drops its connections and votes so:

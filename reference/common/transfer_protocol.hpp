@@ -213,6 +213,12 @@ public:
     // again together (connecting is collective). The memory under the peers' buffers cannot
     // change unseen while connected: each rank checks its own buffers before every run
     // (AFF-PREPARED-STALE), and only the exporter of a mapping can see that it changed.
+    // AFF-PREPARED-STALE for memory the backend never saw allocated (a framework's own device
+    // allocations, which the memory book cannot know): the driver's identity of the allocation
+    // under b (CUDA: its buffer ID, new for every allocation, also at a reused address), 0 when
+    // the driver gives none, kNoBuffer when the driver knows no allocation there now.
+    virtual uint64_t buffer_identity(const xmc_shard_buffer &) { return 0; }
+    static constexpr uint64_t kNoBuffer = ~uint64_t{0};
     virtual void keep(bool) {}
     virtual bool connected() const { return false; }
     virtual void disconnect() {}
