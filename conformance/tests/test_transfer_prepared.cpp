@@ -492,8 +492,15 @@ xmc_status run_sequence(const PreparedCall &pc, const std::vector<int> &steps, i
     uint64_t seed = pc.c.data_seed;
     std::vector<uint8_t> want = image(pc.c, pc.c.target, pc.c.tgt_layout, pc.env.label(), seed);
     std::optional<Handle> a, b;
-    a.emplace(pc);
-    if (xmc_status s = a->prepare(); s != XMC_OK) return s;
+    // A handle prepared now, over the target as it is (its generation noted); false: noted why.
+    auto prepare = [&](std::optional<Handle> &h, int &gen, const std::string &what) {
+        h.emplace(pc);
+        gen = target_gen;
+        const xmc_status s = h->prepare();
+        if (s != XMC_OK) notes.add(pc.env, what + " failed: " + detail(pc, s));
+        return s == XMC_OK;
+    };
+    if (!prepare(a, a_gen, "preparing A")) return XMC_OK;
     // The drawn steps, then a remap if the slot is left released (the checks after the call read
     // every source).
     for (size_t i = 0; i <= steps.size(); ++i) {
@@ -506,12 +513,7 @@ xmc_status run_sequence(const PreparedCall &pc, const std::vector<int> &steps, i
             std::optional<Handle> &h = step == kRunA ? a : b;
             if (!h) {  // B's first use prepares it (A always exists), over mapped memory only
                 if (!mapped) break;
-                h.emplace(pc);
-                b_gen = target_gen;
-                if (xmc_status s = h->prepare(); s != XMC_OK) {
-                    notes.add(pc.env, at + ": preparing B failed: " + detail(pc, s));
-                    return XMC_OK;
-                }
+                if (!prepare(b, b_gen, at + ": preparing B")) return XMC_OK;
                 break;
             }
             const bool stale = !mapped || (step == kRunA ? a_gen : b_gen) != target_gen;
@@ -590,12 +592,7 @@ xmc_status run_sequence(const PreparedCall &pc, const std::vector<int> &steps, i
             b.reset();
             a.reset();
             if (tr.ptr()) pc.args.target.ptr = tr.ptr();
-            a.emplace(pc);
-            a_gen = target_gen;
-            if (xmc_status s = a->prepare(); s != XMC_OK) {
-                notes.add(pc.env, at + ": preparing A again failed: " + detail(pc, s));
-                return XMC_OK;
-            }
+            if (!prepare(a, a_gen, at + ": preparing A again")) return XMC_OK;
             break;
         }
     }

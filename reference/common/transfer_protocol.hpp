@@ -206,9 +206,9 @@ public:
     virtual xmc_status move(const xmc_transfer_args &a, Work &w, uint64_t call_tag, xmc_transfer_stats &st) = 0;
 
     // Prepared transfers keep one executor from prepare to release and run it many times. An
-    // executor may keep what connects it to its peers (path IPC's opened sources) from one
-    // successful move() to the next while keep(true): what a run costs is then the copies and
-    // the votes. connected(): it holds such connections now. disconnect(): it closes them; every
+    // executor may keep what connects it to its peers (CUDA: path IPC's opened sources and the
+    // buffer exchange) from one successful move() to the next while keep(true): what a run costs
+    // is then the copies and the votes. connected(): it holds such connections now. disconnect(): it closes them; every
     // rank does so before a run in which any rank is not connected, so that all of them connect
     // again together (connecting is collective). The memory under the peers' buffers cannot
     // change unseen while connected: each rank checks its own buffers before every run

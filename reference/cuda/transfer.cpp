@@ -140,6 +140,7 @@ public:
             // that context's; it is closed here, and this rank votes that it is not connected.
             CtxScope old(d_, before.ctx);
             ipc_.close(false);
+            peers_.clear();
         }
         // Work queued on the caller's stream before this call must finish before we read or write.
         // A driver failure here carries its code (w.native): it was a refusal without one.
@@ -168,8 +169,10 @@ public:
         if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
         // Path IPC: the peers' sources closed once nothing queued reads them, before the vote;
         // a prepared transfer keeps them open after a good run for its next one (keep()).
-        if (!keep_ || s != XMC_OK)
+        if (!keep_ || s != XMC_OK) {
             if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
+            peers_.clear();
+        }
         // The side stream and the staging arena go before the vote, so that a failure to release
         // them is this rank's error (the destructor dropped it: a stream the fault sweep found
         // leaked); what fails stays for the destructor's second try.
@@ -205,8 +208,9 @@ public:
 
     // Prepared transfers: path IPC's opened sources stay open between runs (transfer_protocol.hpp).
     void keep(bool on) override { keep_ = on; }
-    bool connected() const override { return ipc_.is_open(); }
+    bool connected() const override { return ipc_.is_open() && !peers_.empty(); }
     void disconnect() override {
+        peers_.clear();
         if (!ipc_.is_open()) return;
         CtxScope scope(d_, stream_.ctx);  // closed in the context that opened them
         ipc_.close(false);
@@ -399,13 +403,18 @@ private:
         mine.has_source = a.source.ptr ? 1 : 0;
         if (a.source.ptr) mine.source = a.source;
         mine.index = g.my_index;
-        std::vector<PeerInfo> info(size_t(g.size), mine);
+        // A prepared transfer's later runs (connected on every rank: the run vote) reuse the first
+        // run's exchange: its buffers are the prepared ones.
+        std::vector<PeerInfo> info = keep_ && ipc_.is_open() ? peers_ : std::vector<PeerInfo>{};
         const xmc_transport &tp = *g.transport;
-        if (xmc_status s = g.size == 1 ? XMC_OK
-                           : transfer::transport_status(tp.all_gather(tp.ctx, &mine, info.data(), sizeof mine, g.timeout_ms));
-            s != XMC_OK)
-            return be::fail(inst_, s, 0, kCall, "%s: exchanging buffers over transport '%s' failed: %s", kCall,
-                            tp.name ? tp.name : "?", xmc_status_string(s));
+        if (info.empty()) {
+            info.assign(size_t(g.size), mine);
+            if (xmc_status s = g.size == 1 ? XMC_OK
+                               : transfer::transport_status(tp.all_gather(tp.ctx, &mine, info.data(), sizeof mine, g.timeout_ms));
+                s != XMC_OK)
+                return be::fail(inst_, s, 0, kCall, "%s: exchanging buffers over transport '%s' failed: %s", kCall,
+                                tp.name ? tp.name : "?", xmc_status_string(s));
+        }
         std::vector<char> direct(size_t(g.size), 0);
         for (int p = 0; p < g.size; ++p) {
             const PeerInfo &pi = info[size_t(p)];
@@ -422,6 +431,7 @@ private:
         // Path IPC: sources shared and opened first too (every rank takes part in its exchange).
         if (!ipc_.is_open())
             if (xmc_status s = ipc_.open(a, w, call_tag, d_.devices[size_t(stream_.device)].dev); s != XMC_OK) return s;
+        if (keep_) peers_ = info;
 
         // AFF-REFUSE-BEFORE-WRITE: the group's NCCL communicator before any write, so that a rank
         // that cannot join it makes every rank refuse with nothing written.
@@ -533,6 +543,7 @@ private:
     size_t dev_chunk_ = 0;
     bool nccl_ = false;  // the exchange in progress is NCCL's: arena() and staging() are the device's
     bool keep_ = false;  // a prepared transfer's: path IPC stays open after a good move()
+    std::vector<PeerInfo> peers_;  // ... and the buffer exchange is kept with it
 };
 
 std::unique_ptr<transfer::Executor> make_executor(xmc_instance *inst) { return std::make_unique<CudaExecutor>(inst); }
