@@ -80,10 +80,11 @@ CLI::Validator shard_spec() {
         "I/N");
 }
 
-// Comma-separated requirement IDs of the catalogue.
-CLI::Validator catalogue_ids() {
+// Comma-separated requirement IDs of the catalogue (`none_too`: or "none" alone).
+CLI::Validator catalogue_ids(bool none_too = false) {
     return CLI::Validator(
-        [](std::string &text) {
+        [none_too](std::string &text) {
+            if (none_too && text == "none") return std::string();
             std::stringstream ss(text);
             for (std::string id; std::getline(ss, id, ',');) {
                 bool known = false;
@@ -378,8 +379,10 @@ int main(int argc, char **argv) {
     qualify_cmd->add_option("--timeout", q.timeout_s, "Time limit of one requirement, in seconds")
         ->check(at_least(1))
         ->capture_default_str();
-    qualify_cmd->add_option("--expect-fail", q.expect_fail, "Self-test: succeed only when exactly these requirements fail")
-        ->check(catalogue_ids());
+    qualify_cmd->add_option("--expect-fail", q.expect_fail,
+                            "Self-test: succeed only when exactly these requirements fail ('none': none need fail, "
+                            "but those of --may-fail may)")
+        ->check(catalogue_ids(true));
     qualify_cmd->add_option("--may-fail", q.may_fail,
                             "Self-test: these requirements may fail as well (a race reaches them through the bug)")
         ->check(catalogue_ids())
