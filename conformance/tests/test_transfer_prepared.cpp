@@ -622,7 +622,8 @@ void sequences_follow_the_model(TransferTest &t, const std::vector<int> &written
         // Sources in slots where the steps release and remap them (else plain device memory,
         // so that a bug of sharing slots is not taken for one of reallocations).
         spec.source_in_slot = std::find(kinds.begin(), kinds.end(), kReleaseSlot) != kinds.end();
-        spec.op_timeout_ms = kRefusalOpTimeoutMs;
+        // (The default bound per operation, not a refusal's: a reallocation that hunts for the
+        // old address took over 2 s under ASan, and its peers waited in their next gather.)
         spec.call = [&](const PreparedCall &pc) { return run_sequence(pc, steps, victim, notes); };
         EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
             status_ok(r, f);
