@@ -27,7 +27,6 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <thread>
 
@@ -986,32 +985,10 @@ int qualify(const QualifyOptions &opts) {
                 o.out_dir.c_str());
 
     if (!o.expect_fail.empty()) {
-        // Self-test: the suite must fail exactly the requirements the planted
-        // bug breaks, not merely everything.
-        std::set<std::string> want, may, got;
-        std::stringstream ss(o.expect_fail), ms(o.may_fail);
-        for (std::string id; std::getline(ss, id, ',');)
-            if (id != "none") want.insert(id);  // "none": nothing need fail (but the --may-fail ones may)
-        for (std::string id; std::getline(ms, id, ',');) may.insert(id);
+        std::vector<std::string> failed_ids;
         for (const auto &v : verdicts)
-            if (v.verdict == "failed") {
-                if (may.count(v.req->id) && !want.count(v.req->id))
-                    std::printf("xmc selftest: tolerated: %s failed too (--may-fail: the bug reaches it when a "
-                                "race goes its way or a sequence draws the case)\n",
-                                v.req->id.c_str());
-                else
-                    got.insert(v.req->id);
-            }
-        if (want == got) {
-            if (want.empty()) std::printf("xmc selftest: nothing failed but what may fail (%s)\n", o.may_fail.c_str());
-            else std::printf("xmc selftest: caught: the suite failed exactly %s\n", o.expect_fail.c_str());
-            return 0;
-        }
-        for (const auto &id : want)
-            if (!got.count(id)) std::printf("xmc selftest: NOT CAUGHT: %s passed on a backend that breaks it\n", id.c_str());
-        for (const auto &id : got)
-            if (!want.count(id)) std::printf("xmc selftest: UNEXPECTED: %s failed, but the planted bug is not there\n", id.c_str());
-        return 1;
+            if (v.verdict == "failed") failed_ids.push_back(v.req->id);
+        return selftest_verdict(o.expect_fail, o.may_fail, failed_ids);
     }
     return failed || bench_failed ? 1 : 0;
 }

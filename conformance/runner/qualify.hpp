@@ -42,5 +42,9 @@ struct QualifyOptions {
 bool parse_shard(const std::string &text, int *index, int *count, std::string *error);
 
 int qualify(const QualifyOptions &o);
+// The self-test's exit status from the requirements that failed (selftest_verdict.cpp): 0 when they
+// are exactly `expect_fail` ("none": none) but for any of `may_fail`; says what it found.
+int selftest_verdict(const std::string &expect_fail, const std::string &may_fail,
+                     const std::vector<std::string> &failed_ids);
 
 } // namespace xmc::conformance
