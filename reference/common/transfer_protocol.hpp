@@ -208,9 +208,9 @@ public:
     // Prepared transfers keep one executor from prepare to release and run it many times. An
     // executor may keep what connects it to its peers (CUDA: path IPC's opened sources and the
     // buffer exchange) from one successful move() to the next while keep(true): what a run costs
-    // is then the copies and the votes. connected(): it holds such connections now. disconnect(): it closes them; every
-    // rank does so before a run in which any rank is not connected, so that all of them connect
-    // again together (connecting is collective). The memory under the peers' buffers cannot
+    // is then the copies and the votes. connected(): it holds such connections now.
+    // disconnect(): it closes them; every rank does so before a run in which any rank is not
+    // connected, so that all of them connect again together (connecting is collective). The memory under the peers' buffers cannot
     // change unseen while connected: each rank checks its own buffers before every run
     // (AFF-PREPARED-STALE), and only the exporter of a mapping can see that it changed.
     // AFF-PREPARED-STALE for memory the backend never saw allocated (a framework's own device

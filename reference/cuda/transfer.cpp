@@ -135,13 +135,9 @@ public:
         }
         const Stream before = stream_;
         if (!find_stream(inst_, h, &stream_)) return "the stream is not a live stream of this instance";
-        if (before.ctx && before.ctx != stream_.ctx && ipc_.is_open()) {
-            // A prepared transfer's run on another device's stream: what the last run opened is
-            // that context's; it is closed here, and this rank votes that it is not connected.
-            CtxScope old(d_, before.ctx);
-            ipc_.close(false);
-            peers_.clear();
-        }
+        // A prepared transfer's run on another device's stream: what the last run opened is that
+        // context's; it is closed here, and this rank votes that it is not connected.
+        if (before.ctx && before.ctx != stream_.ctx) close_connections(before.ctx);
         // Work queued on the caller's stream before this call must finish before we read or write.
         // A driver failure here carries its code (w.native): it was a refusal without one.
         CtxScope scope(d_, stream_.ctx);
@@ -209,10 +205,12 @@ public:
     // Prepared transfers: path IPC's opened sources stay open between runs (transfer_protocol.hpp).
     void keep(bool on) override { keep_ = on; }
     bool connected() const override { return ipc_.is_open() && !peers_.empty(); }
-    void disconnect() override {
+    void disconnect() override { close_connections(stream_.ctx); }
+    // `ctx`: the context that opened them.
+    void close_connections(CUcontext ctx) {
         peers_.clear();
         if (!ipc_.is_open()) return;
-        CtxScope scope(d_, stream_.ctx);  // closed in the context that opened them
+        CtxScope scope(d_, ctx);
         ipc_.close(false);
     }
 
