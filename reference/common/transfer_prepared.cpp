@@ -12,13 +12,19 @@
 //  3. The run vote: every rank says which prepared transfer it runs, which run of it, and whether
 //     it refuses. Any stale rank makes every rank return XMC_ERR_STALE, any other refusal
 //     XMC_ERR_REFUSED, and so do votes naming different prepared transfers or runs
-//     (AFF-PREPARED-AGREE), all before any write.
+//     (AFF-PREPARED-AGREE), all before any write. Where every rank is on one node, the votes go
+//     over the group's board in shared memory (board.hpp) once every rank said, in a run voted
+//     over the transport, that it holds the same board: the first run makes the board, the next
+//     confirms it, the later ones vote on it (a gather there costs a flag, not a round trip). A
+//     rank whose board broke says so in its next vote, and the group makes a new one.
 //  4. execute()'s steps 5 to 7 over the agreed paths (finish()), by the executor made at prepare.
 //     It keeps its connections (path IPC's opened peer sources) from one good run to the next;
 //     every rank drops and remakes them together when any rank had none, when a run failed, or
 //     when a rank's source moved (a slot remapped: a peer's mapping would keep the old memory).
 // Errors name transfer_prepare or transfer_run, whichever the caller called.
 #include "transfer_protocol.hpp"
+
+#include "board.hpp"
 
 #include <cstring>
 #include <mutex>
@@ -154,6 +160,7 @@ xmc_status prepare(xmc_instance *inst, const xmc_transfer_args *args, xmc_prepar
         p->digest = agreed.digest;
         p->paths = agreed.paths;
         p->id = agreed.call;
+        p->one_node = agreed.one_node;
         p->inst = inst;
         p->ex = std::move(ex);
         p->magic = kPreparedMagic;
@@ -207,11 +214,15 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
             a.stream = st.run_stream(s);
             why = ex.prepare(a, w);
         }
-        // Step 3.
+        // Step 3. The board, when every rank confirmed holding this one in an earlier run.
+        const std::shared_ptr<Board> held = p->one_node ? group_board(g) : nullptr;
+        Board *board = held && held->name() == p->board ? held.get() : nullptr;
+        const std::string medium = board ? std::string("the group's vote board") : "transport '" + std::string(tp_name) + "'";
         RunVote mine{};
         mine.id = p->id;
         mine.generation = ++p->generation;
         mine.nonce = nonce();
+        mine.board = held ? held->name() : 0;
         mine.index = g->my_index;
         mine.label = my_label;
         mine.refused = why.empty() ? 0 : 1;
@@ -219,15 +230,15 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         mine.connected = ex.connected() ? 1 : 0;
         set_reason(mine, why);
         std::vector<RunVote> votes(size_t(g->size));
-        xmc_status vs = transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
+        xmc_status vs = board ? board->gather(&mine, votes.data(), sizeof mine, g->timeout_ms)
+                              : transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
         auto failed = [&](xmc_status code, int64_t native, const std::string &msg) {
             ++p->failed_runs;
             return be::fail(inst, code, native, kRun, "%s: %s", kRun, msg.c_str());
         };
         if (vs != XMC_OK)
-            return failed(vs, 0, "rank " + to_string(my_label) + ": the run vote over transport '" + tp_name +
-                                     "' failed: " + xmc_status_string(vs) + " within " + to_string(g->timeout_ms) +
-                                     " ms");
+            return failed(vs, 0, "rank " + to_string(my_label) + ": the run vote over " + medium + " failed: " +
+                                     xmc_status_string(vs) + " within " + to_string(g->timeout_ms) + " ms");
         if (stale) return failed(XMC_ERR_STALE, 0, "rank " + to_string(my_label) + ": " + why);
         if (!why.empty() && w.native)
             return failed(XMC_ERR_DRIVER, w.native, "rank " + to_string(my_label) + ": " + why);
@@ -240,10 +251,24 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
                                                                " refused: " + v.reason);
         if (std::string d = st.run_agree(votes, g->my_index); !d.empty()) return failed(XMC_ERR_REFUSED, 0, "refused: " + d);
         uint64_t call = 0xcbf29ce484222325ull;
-        bool all_connected = true;
+        bool all_connected = true, one_board = mine.board != 0;
         for (const RunVote &v : votes) {
             call = (call ^ v.nonce) * 0x100000001b3ull;
             all_connected = all_connected && v.connected;
+            one_board = one_board && v.board == mine.board;
+        }
+        // Every rank saw the same votes over the transport, so every rank confirms the board, or
+        // makes a new one (named by this run: the same name on every rank), alike. A rank that
+        // cannot have one votes 0 next time, and the runs keep voting over the transport.
+        if (p->one_node && !board) {
+            std::string unused;
+            if (one_board) {
+                p->board = mine.board;
+                held->unlink();  // every rank has it open
+            } else {
+                p->board = 0;
+                new_group_board(g, call, &unused);
+            }
         }
         // Step 4. Connections are kept from run to run only while every rank kept its own: else
         // every rank connects again in this run's move (a rank that reconnected alone would wait
@@ -251,7 +276,7 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         if (!all_connected) ex.disconnect();
         ex.keep(true);
         const Agreed agreed{p->digest, p->paths, call};
-        const xmc_status r = finish(inst, a, w, ex, call, agreed, stats);
+        const xmc_status r = finish(inst, a, w, ex, call, agreed, stats, board);
         if (r != XMC_OK) {
             ++p->failed_runs;
             ex.disconnect();  // the next run connects again, on every rank (the vote above)
