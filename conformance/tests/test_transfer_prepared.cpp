@@ -774,8 +774,21 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_ForeignAndBogusHandlesRefused) {
     })));
 }
 
-// One rank releases instead of running: its peers' runs fail within the bound, nothing written.
-TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesFailsItsPeersInTime) {
+// Runs every rank makes together before a test's own: after them a backend may synchronise runs
+// otherwise than by the group's transport (the reference's third run on votes on a board in shared
+// memory where every rank is on one node), and the refusals must hold there too.
+constexpr int kRunsTogether = 3;
+
+// The target poisoned again after runs that wrote it, so that "nothing written" reads only what
+// the next run did.
+void poison_target(const PreparedCall &pc) {
+    std::fill(pc.tgt.store.begin(), pc.tgt.store.end(), kPoison);
+    pc.tgt.upload();
+}
+
+// One rank releases instead of running (after `together` runs with its peers): its peers' runs
+// fail within the bound, nothing written.
+void release_fails_peers_in_time(TransferTest &t, int together) {
     const Case c = mixed_case(64);
     RunSpec spec;
     spec.op_timeout_ms = kOpTimeoutMs;
@@ -783,38 +796,55 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesFailsItsPeersInTime) {
     spec.call = [&](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        for (int k = 0; k < together; ++k)
+            if (xmc_status s = h.run(); s != XMC_OK) return s;
+        if (together) poison_target(pc);
         if (pc.env.world_rank == kBadRank) {
             h.release();
             return XMC_ERR_PEER_FAILED;  // (this rank's result is not checked below)
         }
         return h.run();
     };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
+    EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [](const RankEnv &env, const RankResult &r, Failures &f) {
         if (env.world_rank == kBadRank) return;
         failed_in_time(r, f);
         for (uint8_t b : r.tgt->store)
             if (b != kPoison) return f.push_back("a run whose peer released wrote the target");
     })));
 }
+TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesFailsItsPeersInTime) { release_fails_peers_in_time(*this, 0); }
+TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesAfterRunsFailsItsPeersInTime) {
+    release_fails_peers_in_time(*this, kRunsTogether);
+}
 
 // ===================== AFF-PREPARED-AGREE =====================
 
-// Every rank prepares two transfers of one plan; rank kBadRank runs the second, the others the
-// first: every rank refuses, nothing written.
-TEST_P(TransferTest, AFF_PREPARED_AGREE_RanksRunningDifferentPreparedTransfersRefuse) {
+// Every rank prepares two transfers of one plan (and runs each `together` times with its peers);
+// rank kBadRank runs the second, the others the first: every rank refuses, nothing written.
+void different_transfers_refused(TransferTest &t, int together) {
     const Case c = mixed_case(64);
     RunSpec spec = refusal_spec();
     spec.call = [&](const PreparedCall &pc) {
         Handle a(pc), b(pc);
         if (xmc_status s = a.prepare(); s != XMC_OK) return s;
         if (xmc_status s = b.prepare(); s != XMC_OK) return s;
+        for (int k = 0; k < together; ++k)
+            for (Handle *h : {&a, &b})
+                if (xmc_status s = h->run(); s != XMC_OK) return s;
+        if (together) poison_target(pc);
         return pc.env.world_rank == kBadRank ? b.run() : a.run();
     };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
+    EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [](const RankEnv &, const RankResult &r, Failures &f) {
         refused_as(r, XMC_ERR_REFUSED, f);
         for (uint8_t b : r.tgt->store)
             if (b != kPoison) return f.push_back("a refused run wrote the target");
     })));
+}
+TEST_P(TransferTest, AFF_PREPARED_AGREE_RanksRunningDifferentPreparedTransfersRefuse) {
+    different_transfers_refused(*this, 0);
+}
+TEST_P(TransferTest, AFF_PREPARED_AGREE_RanksRunningDifferentPreparedTransfersAfterRunsRefuse) {
+    different_transfers_refused(*this, kRunsTogether);
 }
 
 // Rank kBadRank's first run fails at its own transport before its vote leaves (its all_gather
