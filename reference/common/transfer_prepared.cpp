@@ -12,11 +12,11 @@
 //  3. The run vote: every rank says which prepared transfer it runs, which run of it, and whether
 //     it refuses. Any stale rank makes every rank return XMC_ERR_STALE, any other refusal
 //     XMC_ERR_REFUSED, and so do votes naming different prepared transfers or runs
-//     (AFF-PREPARED-AGREE), all before any write. Where every rank is on one node, the votes go
-//     over the group's board in shared memory (board.hpp) once every rank said, in a run voted
-//     over the transport, that it holds the same board: the first run makes the board, the next
-//     confirms it, the later ones vote on it (a gather there costs a flag, not a round trip). A
-//     rank whose board broke says so in its next vote, and the group makes a new one.
+//     (AFF-PREPARED-AGREE), all before any write. Where every rank is on one node, a run goes
+//     over the group's board in shared memory (board.hpp: votes are flags, staged bytes cross by
+//     memory copies) once every rank said, in a run over the group's transport, that it holds
+//     the same board: the first run makes the board, the next confirms it, the later ones run on
+//     it. A rank whose board broke says so in its next vote, and the group makes a new one.
 //  4. execute()'s steps 5 to 7 over the agreed paths (finish()), by the executor made at prepare.
 //     It keeps its connections (path IPC's opened peer sources) from one good run to the next;
 //     every rank drops and remakes them together when any rank had none, when a run failed, or
@@ -186,8 +186,6 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
                         "%s: %p is no prepared transfer of this instance (never prepared, or released)", kRun,
                         static_cast<void *>(handle));
     const xmc_group *g = p->args.group;
-    const xmc_transport &tp = *g->transport;
-    const char *tp_name = tp.name ? tp.name : "?";
     const int32_t my_label = g->ranks[g->my_index];
     try {
         xmc_transfer_args a = p->args;
@@ -214,10 +212,14 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
             a.stream = st.run_stream(s);
             why = ex.prepare(a, w);
         }
-        // Step 3. The board, when every rank confirmed holding this one in an earlier run.
+        // Step 3. Over the board, when every rank confirmed holding this one in an earlier run:
+        // then the whole run (votes, staged bytes, what the executor exchanges) goes over it.
         const std::shared_ptr<Board> held = p->one_node ? group_board(g) : nullptr;
-        Board *board = held && held->name() == p->board ? held.get() : nullptr;
-        const std::string medium = board ? std::string("the group's vote board") : "transport '" + std::string(tp_name) + "'";
+        const bool on_board = held && held == p->board && p->board_confirmed;
+        xmc_group board_group = *g;
+        if (on_board) board_group.transport = held->transport(g->timeout_ms);
+        const xmc_transport &vt = *board_group.transport;
+        const std::string medium = std::string("transport '") + (vt.name ? vt.name : "?") + "'";
         RunVote mine{};
         mine.id = p->id;
         mine.generation = ++p->generation;
@@ -230,8 +232,7 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         mine.connected = ex.connected() ? 1 : 0;
         set_reason(mine, why);
         std::vector<RunVote> votes(size_t(g->size));
-        xmc_status vs = board ? board->gather(&mine, votes.data(), sizeof mine, g->timeout_ms)
-                              : transport_status(tp.all_gather(tp.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
+        xmc_status vs = transport_status(vt.all_gather(vt.ctx, &mine, votes.data(), sizeof mine, g->timeout_ms));
         auto failed = [&](xmc_status code, int64_t native, const std::string &msg) {
             ++p->failed_runs;
             return be::fail(inst, code, native, kRun, "%s: %s", kRun, msg.c_str());
@@ -260,23 +261,25 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         // Every rank saw the same votes over the transport, so every rank confirms the board, or
         // makes a new one (named by this run: the same name on every rank), alike. A rank that
         // cannot have one votes 0 next time, and the runs keep voting over the transport.
-        if (p->one_node && !board) {
+        if (p->one_node && !on_board) {
             std::string unused;
             if (one_board) {
-                p->board = mine.board;
+                p->board = held;
+                p->board_confirmed = true;
                 held->unlink();  // every rank has it open
             } else {
-                p->board = 0;
-                new_group_board(g, call, &unused);
+                p->board = new_group_board(g, call, &unused);
+                p->board_confirmed = false;
             }
         }
+        a.group = &board_group;  // (the transport this run started on, to its end)
         // Step 4. Connections are kept from run to run only while every rank kept its own: else
         // every rank connects again in this run's move (a rank that reconnected alone would wait
         // for peers that do not, AFF-NO-HANG).
         if (!all_connected) ex.disconnect();
         ex.keep(true);
         const Agreed agreed{p->digest, p->paths, call};
-        const xmc_status r = finish(inst, a, w, ex, call, agreed, stats, board);
+        const xmc_status r = finish(inst, a, w, ex, call, agreed, stats);
         if (r != XMC_OK) {
             ++p->failed_runs;
             ex.disconnect();  // the next run connects again, on every rank (the vote above)

@@ -3,8 +3,6 @@
 // the host's contract; what touches memory is the backend's (Executor, Stager).
 #include "transfer_protocol.hpp"
 
-#include "board.hpp"
-
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -898,11 +896,10 @@ xmc_status agree(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer
 }
 
 xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Executor &ex, uint64_t call,
-                  const Agreed &agreed, xmc_transfer_stats *stats, Board *board) {
+                  const Agreed &agreed, xmc_transfer_stats *stats) {
     const xmc_group *g = a.group;
     const xmc_transport &tp = *g->transport;
     const char *tp_name = tp.name ? tp.name : "?";
-    const std::string vote_medium = board ? std::string("the group's vote board") : "transport '" + std::string(tp_name) + "'";
     const int32_t my_label = g->ranks[g->my_index];
     try {
         std::vector<TransferVote> votes(size_t(g->size));
@@ -938,8 +935,7 @@ xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Execu
         set_reason(done, s == XMC_OK       ? short_by
                          : backend_failed ? std::string(own.message)
                                           : std::string("transport ") + xmc_status_string(s));
-        const xmc_status gs = board ? board->gather(&done, votes.data(), sizeof done, g->timeout_ms)
-                                    : transport_status(tp.all_gather(tp.ctx, &done, votes.data(), sizeof done, g->timeout_ms));
+        const xmc_status gs = transport_status(tp.all_gather(tp.ctx, &done, votes.data(), sizeof done, g->timeout_ms));
         if (backend_failed)
             return be::fail(inst, s, own.native_code, kCall, "%s: rank %d: moving data failed: %.300s", kCall,
                             my_label, own.message);
@@ -957,8 +953,8 @@ xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Execu
         if (!short_by.empty())
             return be::fail(inst, XMC_ERR_PEER_FAILED, 0, kCall, "%s: %s", kCall, short_by.c_str());
         if (gs != XMC_OK)
-            return be::fail(inst, gs, 0, kCall, "%s: rank %d: the completion vote over %s failed: %s", kCall,
-                            my_label, vote_medium.c_str(), xmc_status_string(gs));
+            return be::fail(inst, gs, 0, kCall, "%s: rank %d: the completion vote over transport '%s' failed: %s",
+                            kCall, my_label, tp_name, xmc_status_string(gs));
         // AFF-NO-HANG: a peer's failure reaches this rank with the peer's native code.
         for (const TransferVote &v : votes)
             if (v.refused)

@@ -159,7 +159,7 @@ struct RunVote {
     uint64_t id;          // the prepared transfer's id, agreed at prepare from every rank's nonce
     uint64_t generation;  // the sender's run number of it (1, 2, ...)
     uint64_t nonce;       // random per run: the run's message tags derive from every rank's
-    uint64_t board;       // the name of the vote board the sender holds for the group (0: none; board.hpp)
+    uint64_t board;       // the name of the board the sender holds for the group (0: none; board.hpp)
     int32_t index;        // the group position the sender believes it holds
     int32_t label;        // the sender's rank label
     int32_t refused;      // 1: the sender refuses this run (why in reason)
@@ -170,6 +170,7 @@ struct RunVote {
 };
 
 class Executor;
+class Board;
 struct Prepared;
 
 // What the ranks agreed on at prepare, kept until release.
@@ -186,8 +187,9 @@ struct Prepared {
     uint32_t failed_runs = 0;
     be::MemoryStamp source, target;      // the memory under each buffer at prepare
     be::MemoryStamp source_last;         // the memory under the source at the last run
-    bool one_node = false;               // every rank on one node: runs may vote on a board (board.hpp)
-    uint64_t board = 0;                  // the board every rank confirmed holding for this transfer's runs
+    bool one_node = false;               // every rank on one node: runs may go over a board (board.hpp)
+    std::shared_ptr<Board> board;        // the group's board as this transfer's last run saw it
+    bool board_confirmed = false;        // every rank voted holding it: runs go over it
     std::unique_ptr<Executor> ex;        // the backend's executor, from prepare to release
 };
 inline constexpr uint64_t kPreparedMagic = 0x786d632d70726570ull;  // "xmc-prep"
@@ -241,11 +243,9 @@ struct Agreed {
 };
 xmc_status agree(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer_stats *stats, Executor &ex,
                  xmc_transfer_args &a, Work &w, Agreed &out);
-// finish: steps 5 to 7 of an agreed request; `call` makes the message tags (high 32 bits). The
-// completion vote goes over `board` when one is given (a prepared run's), else the transport.
-class Board;
+// finish: steps 5 to 7 of an agreed request; `call` makes the message tags (high 32 bits).
 xmc_status finish(xmc_instance *inst, const xmc_transfer_args &a, Work &w, Executor &ex, uint64_t call,
-                  const Agreed &agreed, xmc_transfer_stats *stats, Board *board = nullptr);
+                  const Agreed &agreed, xmc_transfer_stats *stats);
 
 // transfer_prepared's entry points (include/xmc/backend.h says what each does) over a backend's
 // executor, made by `make` once at prepare and kept until release. prepare: steps 1 to 4 of
