@@ -82,8 +82,6 @@ be::MemoryStamp stamp_of(Executor &ex, const xmc_shard_buffer &b, const be::Memo
     return s;
 }
 
-uint64_t nonce() { return (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}(); }
-
 }  // namespace
 
 // ---- the reference's steps (Steps: stale, run_agree, run_stream, release) ----
@@ -223,7 +221,7 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         RunVote mine{};
         mine.id = p->id;
         mine.generation = ++p->generation;
-        mine.nonce = nonce();
+        mine.nonce = random_nonce();
         mine.board = held ? held->name() : 0;
         mine.index = g->my_index;
         mine.label = my_label;

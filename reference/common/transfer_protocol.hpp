@@ -70,6 +70,8 @@ inline constexpr uint64_t kOfferMagic = 0x786d632d70617468ull;  // "xmc-path"
 inline constexpr uint32_t path_bit(xmc_path p) { return 1u << unsigned(p); }
 // "auto", "direct", "ipc", "nccl", "staged", or "path N" for a value outside the enum.
 std::string path_name(int32_t p);
+// A random number for a call's or a run's nonce (message tags, prepared transfer ids).
+uint64_t random_nonce();
 // This process as its peers see it: random per process (equal tokens share an address space).
 uint64_t process_token();
 // This node: the kernel's boot id and the host name (equal tokens can share device memory by IPC).
