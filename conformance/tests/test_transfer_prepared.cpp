@@ -383,12 +383,25 @@ TEST_P(TransferTest, AFF_PREPARED_STALE_DriverAllocationFreedAndReallocated) {
 TEST_P(TransferTest, AFF_PREPARED_STALE_SourceFreedAndReallocated) { stale_after_replace(*this, false); }
 TEST_P(TransferTest, AFF_PREPARED_STALE_TargetFreedAndReallocated) { stale_after_replace(*this, true); }
 
+// Runs every rank makes together before a test's own: after them a backend may synchronise runs
+// otherwise than by the group's transport (the reference's third run on goes over a board in shared
+// memory where every rank is on one node), and every requirement must hold there too.
+constexpr int kRunsTogether = 3;
+
+// The target poisoned again after runs that wrote it, so that "nothing written" reads only what
+// the next run did.
+void poison_target(const PreparedCall &pc) {
+    std::fill(pc.tgt.store.begin(), pc.tgt.store.end(), kPoison);
+    pc.tgt.upload();
+}
+
 // ===================== AFF-PREPARED-FOLLOW =====================
 
-// Sources in slots: a run while rank 0's slot is released is stale on every rank with nothing
-// written; after the remap (new data in the new backing) the next run moves the new backing's
-// bytes.
-TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed) {
+// Sources in slots (after `together` runs with the peers): a run while rank 0's slot is released
+// is stale on every rank with nothing written; after the remap (new data in the new backing) the
+// next run moves the new backing's bytes. (After runs together, the reference's peers reconnect to
+// the new backing over its board: an IPC descriptor larger than a board slot once failed there.)
+void released_refused_remapped_followed(TransferTest &t, int together) {
     const Case c = mixed_case(64);
     Notes notes;
     RunSpec spec;
@@ -397,10 +410,11 @@ TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed
     spec.call = [&](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        if (xmc_status s = h.run(); s != XMC_OK) {
-            notes.add(pc.env, "the first run failed: " + detail(pc, s));
-            return s;
-        }
+        for (int k = 0; k <= together; ++k)
+            if (xmc_status s = h.run(); s != XMC_OK) {
+                notes.add(pc.env, "run " + std::to_string(k + 1) + " before the release failed: " + detail(pc, s));
+                return s;
+            }
         const bool mine = pc.env.world_rank == 0 && pc.src.slot;
         auto wait = [&](xmc_request *rq, const char *what) {
             if (pc.api->request_wait(pc.inst, rq, 10000) != XMC_OK) notes.add(pc.env, std::string("test setup: ") + what);
@@ -450,10 +464,16 @@ TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed
         if (s2 == XMC_OK) target_is(pc, want, "the run after the remap", notes);
         return s2;
     };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+    EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
         status_ok(r, f);
         notes.into(env, f);
     })));
+}
+TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed) {
+    released_refused_remapped_followed(*this, 0);
+}
+TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowedAfterRuns) {
+    released_refused_remapped_followed(*this, kRunsTogether);
 }
 
 // ---- sequences against a model (AFF-PREPARED-EXACT, -FOLLOW, -STALE together) ----
@@ -772,18 +792,6 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_ForeignAndBogusHandlesRefused) {
         exact(r, f);
         notes.into(env, f);
     })));
-}
-
-// Runs every rank makes together before a test's own: after them a backend may synchronise runs
-// otherwise than by the group's transport (the reference's third run on votes on a board in shared
-// memory where every rank is on one node), and the refusals must hold there too.
-constexpr int kRunsTogether = 3;
-
-// The target poisoned again after runs that wrote it, so that "nothing written" reads only what
-// the next run did.
-void poison_target(const PreparedCall &pc) {
-    std::fill(pc.tgt.store.begin(), pc.tgt.store.end(), kPoison);
-    pc.tgt.upload();
 }
 
 // One rank releases instead of running (after `together` runs with its peers): its peers' runs

@@ -1,6 +1,7 @@
 // The group's board (board.hpp): a transport in POSIX shared memory, and which board each group has.
 #include "board.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -134,7 +135,21 @@ xmc_status Board::wait(int peer, Ready &&ready) {
 }
 
 xmc_status Board::gather(const void *mine, void *all, size_t bytes) {
-    if (broken_ || bytes > kPayload) return XMC_ERR_PEER_FAILED;
+    if (bytes <= kPayload) return gather_round(mine, all, bytes);
+    // Larger contributions (path IPC's descriptors, 376 bytes: a reconnection over the board once
+    // failed on them) go in slot-sized pieces, a round each; every rank gives the same size.
+    std::vector<char> piece(kPayload * size_t(size_));
+    for (size_t at = 0; at < bytes; at += kPayload) {
+        const size_t n = std::min(kPayload, bytes - at);
+        if (xmc_status s = gather_round(static_cast<const char *>(mine) + at, piece.data(), n); s != XMC_OK) return s;
+        for (int p = 0; p < size_; ++p)
+            std::memcpy(static_cast<char *>(all) + size_t(p) * bytes + at, piece.data() + size_t(p) * n, n);
+    }
+    return XMC_OK;
+}
+
+xmc_status Board::gather_round(const void *mine, void *all, size_t bytes) {
+    if (broken_) return XMC_ERR_PEER_FAILED;
     const uint64_t k = ++round_;
     const int parity = int(k & 1);
     Slot &own = slot(me_, parity);

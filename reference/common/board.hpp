@@ -33,7 +33,7 @@ namespace xmc::transfer {
 
 class Board {
 public:
-    static constexpr size_t kPayload = 256;        // the largest all_gather contribution
+    static constexpr size_t kPayload = 256;        // a slot: larger all_gather contributions take several rounds
     static constexpr size_t kPiece = size_t{256} << 10;
     static constexpr uint64_t kPieces = 4;
     // Opens (creating where it is the first) the board `name` of `size` ranks at position `me`.
@@ -67,6 +67,7 @@ private:
     template <class Ready>
     xmc_status wait(int peer, Ready &&ready);
     xmc_status poison(xmc_status why);
+    xmc_status gather_round(const void *mine, void *all, size_t bytes);  // bytes <= kPayload
     uint64_t name_;
     int size_, me_;
     char *base_;
