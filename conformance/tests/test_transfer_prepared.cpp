@@ -825,6 +825,54 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesAfterRunsFailsItsPeers
     release_fails_peers_in_time(*this, kRunsTogether);
 }
 
+// One rank's driver fails in a prepared run after runs together, on path staged, so that its peers
+// wait for bytes it never sends: every rank fails within the bound, each with the driver's code as
+// its native code (the failing rank's own, the others' from its completion vote). The bug it
+// guards against: a peer that waits out its bound for those bytes and then fails its completion
+// vote too, reporting a timeout without the code (a board that broke on the wait for a message).
+TEST_P(TransferTest, AFF_NO_HANG_DriverErrorInALaterPreparedRunReachesEveryRankWithItsCode) {
+    std::string why;
+    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
+    if (!dc)
+        XMC_SKIP(SkipKind::Unsupported,
+                 "a driver call is failed through the fake driver's fault script: " << (why.empty() ? "host memory" : why));
+    if (std::string(world().name()) == "threads")
+        XMC_SKIP(SkipKind::Unsupported, "ranks that are threads share one fake driver, whose fault cannot be aimed at "
+                                        "one of them (the process worlds run this)");
+    constexpr int64_t kLaunchFailed = 719;  // CUDA_ERROR_LAUNCH_FAILED
+    const Case c = mixed_case(64);
+    Notes notes;
+    RunSpec spec;
+    spec.path = XMC_PATH_STAGED;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = no_hang_bound_ms() + 1000;
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        for (int k = 0; k < kRunsTogether; ++k)
+            if (xmc_status s = h.run(); s != XMC_OK) {
+                notes.add(pc.env, "run " + std::to_string(k + 1) + " before the fault failed: " + detail(pc, s));
+                return s;
+            }
+        // Its next host<->device copy (a pack into staging or an unpack from it) fails.
+        if (pc.env.world_rank == kBadRank && dc->set_faults("fail:cuMemcpy2DAsync:CUDA_ERROR_LAUNCH_FAILED@1") != 0)
+            notes.add(pc.env, "test setup: the fault script was refused");
+        const xmc_status s = h.run();
+        if (pc.env.world_rank == kBadRank) dc->set_faults("");
+        return s;
+    };
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        notes.into(env, f);
+        if (r.status == XMC_OK) return f.push_back("succeeded, though a copy failed on rank " + std::to_string(kBadRank));
+        if (r.error.native_code != kLaunchFailed)
+            f.push_back(std::string(xmc_status_string(r.status)) + " with native code " +
+                        std::to_string(r.error.native_code) + ", not CUDA_ERROR_LAUNCH_FAILED (719): " + r.error.message);
+        if (r.ms > no_hang_bound_ms())
+            f.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                        std::to_string(no_hang_bound_ms()) + " ms");
+    })));
+}
+
 // ===================== AFF-PREPARED-AGREE =====================
 
 // Every rank prepares two transfers of one plan (and runs each `together` times with its peers);

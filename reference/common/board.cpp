@@ -117,18 +117,26 @@ xmc_status Board::poison(xmc_status why) {
 }
 
 template <class Ready>
-xmc_status Board::wait(int peer, Ready &&ready) {
+xmc_status Board::wait(int peer, bool vote, Ready &&ready) {
     // Peers are usually microseconds apart: spin first, then yield the core (a 2-core machine may
     // run four ranks), then sleep, up to the bound.
     using clock = std::chrono::steady_clock;
     const auto start = clock::now();
     const auto deadline = start + std::chrono::milliseconds(timeout_ms_);
+    // A message's peer that already published this rank's next vote round left the exchange (its
+    // own call failed): waiting on is pointless, and its vote says why (the caller sees ready()
+    // still false and fails the message; the completion vote follows at once).
+    const uint64_t next = round_ + 1;
     for (uint32_t spins = 0;; ++spins) {
         if (ready()) return XMC_OK;
+        if (!vote && slot(peer, int(next & 1)).seq.load(std::memory_order_acquire) == next) return XMC_OK;
         if (spins < 2000) continue;
         if (slot(peer, 0).seq.load(std::memory_order_acquire) == kPoisoned) return poison(XMC_ERR_PEER_FAILED);
         const auto now = clock::now();
-        if (now >= deadline) return poison(XMC_ERR_TIMEOUT);
+        // A vote given up on poisons the board; a message not taken in time does not: the
+        // completion vote after it still tells every rank why (a peer whose own driver call
+        // failed stopped receiving: its native code reaches this rank there).
+        if (now >= deadline) return vote ? poison(XMC_ERR_TIMEOUT) : XMC_ERR_TIMEOUT;
         if (now - start < std::chrono::milliseconds(1)) ::sched_yield();
         else std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
@@ -160,7 +168,7 @@ xmc_status Board::gather_round(const void *mine, void *all, size_t bytes) {
         if (p == me_) continue;
         Slot &s = slot(p, parity);
         bool ahead = false;  // two rounds ahead: a peer that did not skip what this rank skipped, or broken
-        const xmc_status st = wait(p, [&] {
+        const xmc_status st = wait(p, true, [&] {
             const uint64_t seen = s.seq.load(std::memory_order_acquire);
             ahead = seen > k;
             return seen >= k;
@@ -179,8 +187,9 @@ xmc_status Board::send(int peer, const void *buf, size_t bytes, uint64_t tag) {
     size_t at = 0;
     do {  // a message of 0 bytes is one empty piece
         const uint64_t n = r.sent.load(std::memory_order_relaxed);
-        if (xmc_status s = wait(peer, [&] { return n - r.taken.load(std::memory_order_acquire) < kPieces; }); s != XMC_OK)
+        if (xmc_status s = wait(peer, false, [&] { return n - r.taken.load(std::memory_order_acquire) < kPieces; }); s != XMC_OK)
             return s;
+        if (n - r.taken.load(std::memory_order_acquire) >= kPieces) return XMC_ERR_PEER_FAILED;  // it moved on
         auto &piece = r.pieces[n % kPieces];
         piece.tag = tag, piece.message = bytes, piece.offset = at, piece.len = std::min(kPiece, bytes - at);
         std::memcpy(piece.data, from + at, piece.len);
@@ -197,7 +206,8 @@ xmc_status Board::recv(int peer, void *buf, size_t bytes, uint64_t tag) {
     size_t at = 0;
     do {
         const uint64_t n = r.taken.load(std::memory_order_relaxed);
-        if (xmc_status s = wait(peer, [&] { return r.sent.load(std::memory_order_acquire) > n; }); s != XMC_OK) return s;
+        if (xmc_status s = wait(peer, false, [&] { return r.sent.load(std::memory_order_acquire) > n; }); s != XMC_OK) return s;
+        if (r.sent.load(std::memory_order_acquire) <= n) return XMC_ERR_PEER_FAILED;  // it moved on
         const auto &piece = r.pieces[n % kPieces];
         // The sender's message must be the one expected here, piece by piece (a rank out of step).
         if (piece.tag != tag || piece.message != bytes || piece.offset != at || piece.len > bytes - at ||

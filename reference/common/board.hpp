@@ -18,10 +18,11 @@
 // message goes piece by piece, each with its tag and size, which the receiver checks; the sender
 // copies the next piece in while the receiver copies the last one out.
 //
-// A board that timed out, or found a peer out of step or broken, is broken: it is never used again,
-// its slots say so to the peers (which then fail at once instead of reading a vote it gave up on
-// or waiting out their bound), and the group's next run votes over the group's transport and makes
-// a new one. Which board a group uses is agreed in the run votes (transfer_prepared.cpp).
+// A board whose vote timed out, or that found a peer out of step or broken, is broken: it is never
+// used again, its slots say so to the peers (which then fail at once instead of reading a vote it
+// gave up on or waiting out their bound), and the group's next run votes over the group's
+// transport and makes a new one. A message not taken in time only fails its call; the run's
+// completion vote still goes over the board, and a run that failed retires it on every rank. Which board a group uses is agreed in the run votes (transfer_prepared.cpp).
 #pragma once
 #include <xmc/backend.h>
 
@@ -53,6 +54,9 @@ public:
     // Every rank has it open (all voted to use it): its name may go, so that nothing is left in
     // /dev/shm by a process that ends without closing it.
     void unlink();
+    // A run on it failed (every rank learns that in the same vote): its rings may hold a message
+    // nobody takes, so it is not used again; the group's next run makes a new one.
+    void retire() { broken_ = true; }
     uint64_t name() const { return name_; }
     bool broken() const { return broken_; }
 
@@ -63,9 +67,10 @@ private:
     Board(uint64_t name, int size, int me, char *base, size_t bytes);
     Slot &slot(int rank, int parity);
     Ring &ring(int from, int to);
-    // Waits until ready() or the bound, failing early when `peer`'s board broke.
+    // Waits until ready() or the bound (a vote's poisons the board), failing early when `peer`'s
+    // board broke.
     template <class Ready>
-    xmc_status wait(int peer, Ready &&ready);
+    xmc_status wait(int peer, bool vote, Ready &&ready);
     xmc_status poison(xmc_status why);
     xmc_status gather_round(const void *mine, void *all, size_t bytes);  // bytes <= kPayload
     uint64_t name_;

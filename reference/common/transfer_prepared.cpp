@@ -281,6 +281,7 @@ xmc_status run(xmc_instance *inst, xmc_prepared *handle, xmc_stream *s, xmc_tran
         if (r != XMC_OK) {
             ++p->failed_runs;
             ex.disconnect();  // the next run connects again, on every rank (the vote above)
+            if (on_board) held->retire();  // and makes a new board (its rings may hold a message)
         }
         return renamed(inst, r, kRun);
     } catch (const std::bad_alloc &) {
