@@ -8,6 +8,7 @@
 #include "transfer_tests.hpp"
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <random>
 #include <thread>
@@ -825,28 +826,32 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_RankThatReleasesAfterRunsFailsItsPeers
     release_fails_peers_in_time(*this, kRunsTogether);
 }
 
-// One rank's driver fails in a prepared run after runs together, on path staged, so that its peers
-// wait for bytes it never sends: every rank fails within the bound, each with the driver's code as
-// its native code (the failing rank's own, the others' from its completion vote). The bug it
-// guards against: a peer that waits out its bound for those bytes and then fails its completion
-// vote too, reporting a timeout without the code (a board that broke on the wait for a message).
-TEST_P(TransferTest, AFF_NO_HANG_DriverErrorInALaterPreparedRunReachesEveryRankWithItsCode) {
-    std::string why;
-    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, &why) : nullptr;
-    if (!dc)
-        XMC_SKIP(SkipKind::Unsupported,
-                 "a driver call is failed through the fake driver's fault script: " << (why.empty() ? "host memory" : why));
-    if (std::string(world().name()) == "threads")
-        XMC_SKIP(SkipKind::Unsupported, "ranks that are threads share one fake driver, whose fault cannot be aimed at "
-                                        "one of them (the process worlds run this)");
-    constexpr int64_t kLaunchFailed = 719;  // CUDA_ERROR_LAUNCH_FAILED
-    const Case c = mixed_case(64);
-    Notes notes;
+// A driver fault aimed at one rank: the fake driver's control, or NULL with *why (host memory, no
+// fake, or ranks that are threads sharing one fake driver).
+const DriverControl *one_rank_faults(const xmc_backend *api, xmc_instance *inst, std::string *why) {
+    const DriverControl *dc = uses_device_buffers(api, inst) ? driver_control(api, why) : nullptr;
+    if (!dc) {
+        *why = "a driver call is failed through the fake driver's fault script: " + (why->empty() ? "host memory" : *why);
+        return nullptr;
+    }
+    if (std::string(world().name()) == "threads") {
+        *why = "ranks that are threads share one fake driver, whose fault cannot be aimed at one of them (the "
+               "process worlds run this)";
+        return nullptr;
+    }
+    return dc;
+}
+
+// kRunsTogether runs on path staged, then one in which rank kBadRank's next host<->device copy (a
+// pack into staging or an unpack from it) fails, so that its peers wait for bytes it never sends;
+// then(pc, h, status of that run) gives the rank's result.
+RunSpec later_run_fails(const DriverControl *dc, Notes &notes,
+                        std::function<xmc_status(const PreparedCall &, Handle &, xmc_status)> then) {
     RunSpec spec;
     spec.path = XMC_PATH_STAGED;
     spec.op_timeout_ms = kOpTimeoutMs;
     spec.deadline_ms = no_hang_bound_ms() + 1000;
-    spec.call = [&](const PreparedCall &pc) {
+    spec.call = [dc, &notes, then](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
         for (int k = 0; k < kRunsTogether; ++k)
@@ -854,14 +859,27 @@ TEST_P(TransferTest, AFF_NO_HANG_DriverErrorInALaterPreparedRunReachesEveryRankW
                 notes.add(pc.env, "run " + std::to_string(k + 1) + " before the fault failed: " + detail(pc, s));
                 return s;
             }
-        // Its next host<->device copy (a pack into staging or an unpack from it) fails.
         if (pc.env.world_rank == kBadRank && dc->set_faults("fail:cuMemcpy2DAsync:CUDA_ERROR_LAUNCH_FAILED@1") != 0)
             notes.add(pc.env, "test setup: the fault script was refused");
         const xmc_status s = h.run();
         if (pc.env.world_rank == kBadRank) dc->set_faults("");
-        return s;
+        return then(pc, h, s);
     };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+    return spec;
+}
+constexpr int64_t kLaunchFailed = 719;  // CUDA_ERROR_LAUNCH_FAILED
+
+// The run that fails: every rank fails within the bound, each with the driver's code as its native
+// code (the failing rank's own, the others' from its completion vote). The bug it guards against:
+// a peer that waits out its bound for those bytes and then fails its completion vote too,
+// reporting a timeout without the code (a board that broke on the wait for a message).
+TEST_P(TransferTest, AFF_NO_HANG_DriverErrorInALaterPreparedRunReachesEveryRankWithItsCode) {
+    std::string why;
+    const DriverControl *dc = one_rank_faults(api, inst, &why);
+    if (!dc) XMC_SKIP(SkipKind::Unsupported, why);
+    Notes notes;
+    RunSpec spec = later_run_fails(dc, notes, [](const PreparedCall &, Handle &, xmc_status s) { return s; });
+    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
         notes.into(env, f);
         if (r.status == XMC_OK) return f.push_back("succeeded, though a copy failed on rank " + std::to_string(kBadRank));
         if (r.error.native_code != kLaunchFailed)
@@ -870,6 +888,27 @@ TEST_P(TransferTest, AFF_NO_HANG_DriverErrorInALaterPreparedRunReachesEveryRankW
         if (r.ms > no_hang_bound_ms())
             f.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
                         std::to_string(no_hang_bound_ms()) + " ms");
+    })));
+}
+
+// And the run after it, over new data, moves that data on every rank. The bug it guards against: a
+// failed run's leftovers (a message no rank took, a connection half made) read by the next run.
+TEST_P(TransferTest, AFF_PREPARED_EXACT_RunAfterAFailedRunMovesItsData) {
+    std::string why;
+    const DriverControl *dc = one_rank_faults(api, inst, &why);
+    if (!dc) XMC_SKIP(SkipKind::Unsupported, why);
+    Notes notes;
+    RunSpec spec = later_run_fails(dc, notes, [&notes](const PreparedCall &pc, Handle &h, xmc_status failed) {
+        if (failed == XMC_OK) notes.add(pc.env, "the run with a failing copy succeeded");
+        const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + 47);
+        const xmc_status s = h.run();
+        if (s == XMC_OK) target_is(pc, want, "the run after the failed one", notes);
+        else notes.add(pc.env, "the run after the failed one: " + detail(pc, s));
+        return s;
+    });
+    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        notes.into(env, f);
     })));
 }
 

@@ -56,13 +56,14 @@ std::shared_ptr<Board> Board::open(uint64_t name, int size, int me, std::string 
         return nullptr;
     }
     // Every rank sizes it; a new object reads as zeros (no round yet), a resize to the same size
-    // changes nothing. Pages are only taken where written: the rings of pairs that stage.
-    void *m = ::ftruncate(fd, off_t(bytes)) == 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                                                 : MAP_FAILED;
-    const int err = errno;
+    // changes nothing. Its pages are reserved now: a page of a sparse file that a full /dev/shm
+    // (64 MiB in a default container) cannot back is SIGBUS when first written, not an error.
+    int err = ::ftruncate(fd, off_t(bytes)) == 0 ? ::posix_fallocate(fd, 0, off_t(bytes)) : errno;
+    void *m = err == 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
+    if (err == 0 && m == MAP_FAILED) err = errno;
     ::close(fd);
     if (m == MAP_FAILED) {
-        *why = "sizing or mapping " + path + " failed: " + std::strerror(err);
+        *why = "sizing, reserving or mapping " + std::to_string(bytes) + " bytes of " + path + " failed: " + std::strerror(err);
         ::shm_unlink(path.c_str());
         return nullptr;
     }
