@@ -281,6 +281,17 @@ inline RunSpec bad_rank_runs(const Case &c, const Case &other) {
 constexpr uint32_t kOpTimeoutMs = 300;
 inline uint32_t no_hang_bound_ms() { return kOpTimeoutMs * uint32_t(world().size() + 2) + 2000; }
 
+// AFF-NO-HANG: a rank failed because of one rank's driver or library error, with that error's
+// code (`code`, named `name`) as its native code, within the bound.
+inline void failed_with_code_in_time(const RankResult &r, int64_t code, const std::string &name, Failures &f) {
+    if (r.status == XMC_OK) return f.push_back("succeeded, though a call failed with " + name + " on a rank");
+    if (r.error.native_code != code)
+        f.push_back(std::string(xmc_status_string(r.status)) + " with native code " + std::to_string(r.error.native_code) +
+                    ", not " + name + " (" + std::to_string(code) + "): " + r.error.message);
+    if (r.ms > no_hang_bound_ms())
+        f.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                    std::to_string(no_hang_bound_ms()) + " ms");
+}
 inline void failed_in_time(const RankResult &r, Failures &f) {
     if (!r.called) return;
     if (r.status != XMC_ERR_TIMEOUT && r.status != XMC_ERR_PEER_FAILED)
