@@ -3,7 +3,8 @@
 #   run_tier.sh <tier> <min GPUs> <xmc> <out dir> [qualify args...]
 # With XMC_CUDA_INTERPOSE=<path to libxmc_cuda_interpose.so> (preset gpu-carry builds it in
 # lib/), the backend runs through the interposer over the real driver (fakes/cuda_interpose,
-# issue 28): the fault-injection and ledger tests run there instead of being unsupported.
+# issue 28): the fault-injection and ledger tests run there instead of being unsupported, and
+# every test ends checking the ledger empty (XMC_LEDGER_EVERY_TEST=1).
 # On a machine without enough GPUs it exits 77 (ctest: skipped) and says why.
 # A tier that should run but passes no requirement fails (SPEC 6).
 set -uo pipefail
@@ -21,6 +22,8 @@ if [ -n "${XMC_CUDA_INTERPOSE:-}" ]; then
   fi
   # The interposer loads the real driver itself (XMC_CUDA_INTERPOSE_REAL, default libcuda.so.1).
   export XMC_CUDA_DRIVER=$XMC_CUDA_INTERPOSE
+  # ... and every test checks the driver's ledger empty once its instances are closed.
+  export XMC_LEDGER_EVERY_TEST=${XMC_LEDGER_EVERY_TEST:-1}
   echo "$tier: through the interposer $XMC_CUDA_DRIVER over ${XMC_CUDA_INTERPOSE_REAL:-libcuda.so.1}"
 fi
 "$xmc" qualify --backend cuda --out "$out" "$@"

@@ -175,6 +175,7 @@ bool cuda_control(DriverControl *c, std::string *why) {
         return false;
     }
     resolve(h, "xmc_fake_cuda_second_releases", &c->second_releases);
+    resolve(h, "xmc_cuda_interpose_mark", &c->mark);
     c->reject_register = "fail:cuMemHostRegister:CUDA_ERROR_OUT_OF_MEMORY";
     c->reject_register_code = 2;
     c->register_entry = "cuMemHostRegister";

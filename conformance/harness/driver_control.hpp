@@ -67,6 +67,9 @@ struct DriverControl {
     // (AFF-PREPARED-STALE by the driver's buffer ID). nullptr: this driver has no such hook.
     bool (*driver_alloc)(int ordinal, size_t bytes, void **out) = nullptr;
     bool (*driver_free)(void *p) = nullptr;
+    // Names the running test in the driver's record of its own answers (the CUDA interposer's
+    // XMC_CUDA_INTERPOSE_ANSWERS); nullptr: this driver keeps none.
+    void (*mark)(const char *test) = nullptr;
 };
 
 // The control of the fake driver under `api`, or nullptr with the reason in
