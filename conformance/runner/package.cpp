@@ -156,6 +156,14 @@ json drivers_loaded() {
             Dl_info info{};
             if (dladdr(reinterpret_cast<void *>(fn), &info) && info.dli_fname) d["library"] = info.dli_fname;
         }
+        // Through the interposer (fakes/cuda_interpose), the version is the driver's beneath it: name it.
+        using real_fn = size_t (*)(char *, size_t);
+        if (auto real = reinterpret_cast<real_fn>(dlsym(h, "xmc_cuda_interpose_real_driver"))) {
+            char buf[512] = "";
+            real(buf, sizeof buf);
+            d["interposer"] = d["library"];
+            d["beneath"] = buf;
+        }
         dlclose(h);
         out.push_back(d);
     }
@@ -328,7 +336,10 @@ std::vector<std::pair<std::string, std::string>> driver_variables() {
         const size_t eq = kv.find('=');
         if (eq == std::string::npos) continue;
         const std::string k = kv.substr(0, eq);
-        if (k == "XMC_CUDA_DRIVER" || k == "ZE_ENABLE_ALT_DRIVERS" || k == "XMC_BACKEND_PATH" || k.rfind("XMC_FAKE_", 0) == 0)
+        // XMC_CUDA_INTERPOSE_*: the driver beneath the interposer (_REAL) and where it recorded the
+        // driver's answers: a package run through it names the real driver it qualified.
+        if (k == "XMC_CUDA_DRIVER" || k == "ZE_ENABLE_ALT_DRIVERS" || k == "XMC_BACKEND_PATH" ||
+            k.rfind("XMC_FAKE_", 0) == 0 || k.rfind("XMC_CUDA_INTERPOSE", 0) == 0)
             v.emplace_back(k, kv.substr(eq + 1));
     }
     std::sort(v.begin(), v.end());
