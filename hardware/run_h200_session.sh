@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # One GPU machine's session in one call: the steps named (default all) of
-#   gpu1     the gpu1 tier, serial, then with --jobs 4
-#   gpu1-interpose  the gpu1 tier through the interposer over the real driver (B/lib/
-#            libxmc_cuda_interpose.so: fault injection and the ledger on the GPU, issue 28)
+#   gpu1     the gpu1 tier through the interposer over the real driver (B/lib/libxmc_cuda_interpose.so:
+#            every fault-injection test, the fault sweeps and the ledger after every test run on the
+#            GPU, issue 28), recording the driver's own answers other than success (answers.tsv, for
+#            hardware/compare_answers.sh against the fake); then once straight on the driver with
+#            --jobs 4, so that a bug of the interposer cannot hide a driver fact
+#   selftest the CUDA self-test through the interposer (hardware/run_selftest_gpu.sh: each broken
+#            CUDA backend must fail exactly what it declares, error-path bugs included)
+#   overhead the interposer's cost on xmc bench, no fault scripted (hardware/run_interpose_overhead.sh)
 #   bench    xmc bench at 16 MiB..1 GiB (each row beside its same-run peak) and a baseline from it
 #   transfer xmc_gpu_transfer_bench (skips itself below two GPUs)
 #   ipc      path IPC between two processes on one GPU: the transfer bodies (AFF-*) under
@@ -41,13 +46,20 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; echo "== $name: $*"
 for s in $steps; do
   case $s in
     gpu1)
-      step gpu1 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
-      step gpu1-jobs4 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-jobs4" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
-      tar czf "$out/gpu1.tgz" -C "$w" gpu1 gpu1-jobs4 ;;
-    gpu1-interpose)
-      XMC_CUDA_INTERPOSE="$b/lib/libxmc_cuda_interpose.so" step gpu1-interpose 300 hardware/run_tier.sh gpu1 1 "$x" \
-        "$w/gpu1-interpose" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
-      tar czf "$out/gpu1-interpose.tgz" -C "$w" gpu1-interpose ;;
+      rm -f "$w/answers.tsv"
+      XMC_CUDA_INTERPOSE="$b/lib/libxmc_cuda_interpose.so" XMC_CUDA_INTERPOSE_ANSWERS="$w/answers.tsv" \
+        step gpu1 300 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
+      step gpu1-straight 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-straight" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
+      cp "$w/answers.tsv" "$out/" 2>/dev/null
+      tar czf "$out/gpu1.tgz" -C "$w" gpu1 gpu1-straight ;;
+    selftest)
+      step selftest 420 hardware/run_selftest_gpu.sh "$b" "$w/selftest"
+      cp "$w/selftest/selftest-gpu.tsv" "$out/" 2>/dev/null
+      tar czf "$out/selftest.tgz" -C "$w" selftest ;;
+    overhead)
+      step overhead 540 hardware/run_interpose_overhead.sh "$b" "$w/overhead"
+      cp "$w/overhead/overhead.md" "$out/" 2>/dev/null
+      tar czf "$out/overhead.tgz" -C "$w" overhead ;;
     bench)
       step bench 300 "$x" bench --backend cuda --sizes 16M,64M,256M,1G --json "$w/bench.json" --write-baseline "$w/baseline.json" --tolerance 0.05
       tar czf "$out/bench.tgz" -C "$w" bench.json bench.csv baseline.json 2>/dev/null ;;

@@ -2,6 +2,7 @@
 // xmc-selftest: base cuda
 // xmc-selftest: filter [PR][IE][NG]-*
 // xmc-selftest: timeout 10
+// xmc-selftest: devices 2
 // xmc-selftest: ctest-timeout 120
 // Bug (on CUDA): every range is registered in the
 // first device's context, whatever device it is for (one cached context for
