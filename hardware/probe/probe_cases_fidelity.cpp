@@ -15,6 +15,11 @@
 //   registering such memory again, unregistering it, freeing what the driver
 //   did not allocate, twice, or from the middle.
 //
+// - 2-D copies between host memory whose rows lie in two registrations, touching or a page
+//   apart (found by the interposer's record of the driver's own answers in the gpu1 tier on
+//   the H200: the real driver refused one of COPY-STRIDED's boundary copies with
+//   CUDA_ERROR_INVALID_VALUE, the fake ran it).
+//
 // Recorded in cuda_driver_580_fidelity.tsv, replayed against the fake by the
 // cuda_probe_replay_fake_fidelity test.
 #include "probe_support.h"
@@ -103,6 +108,50 @@ Outcome c_legacy_get_info_nonblocking_global(P& p) {
 Outcome c_legacy_get_info_blocking_relaxed(P& p) {
     return legacy_query(p, Query::get_info, Other::blocking_relaxed, false);
 }
+
+// ---- 2-D copies whose rows lie in two registrations -------------------------------------
+
+// Host to host (both sides CU_MEMORYTYPE_HOST, as the CUDA backend copies registered memory),
+// two rows of 64 bytes: the registered side's first row ends its first registration (one page),
+// its second row starts the next one, touching it (`gap` false) or one unregistered page further
+// on; the other side is pageable. `as_dst`: the registered side is the destination. `one`: control,
+// the same two pages in one registration.
+Outcome copy_2d_two_registrations(P& p, bool gap, bool as_dst, bool one = false) {
+    Cleanup cl;
+    CUstream s = stream(p, cl);
+    const size_t pg = page_size();
+    char* region = host_pages(cl, 4 * pg);
+    if (one) {
+        reg(p, cl, region, 2 * pg);
+    } else {
+        reg(p, cl, region, pg);
+        reg(p, cl, region + pg + (gap ? pg : 0), pg);
+    }
+    char* other = host_pages(cl, 4 * pg);
+    const size_t pitch = pg + (gap ? pg : 0);
+    CUDA_MEMCPY2D c;
+    std::memset(&c, 0, sizeof c);
+    char* mine = region + pg - 64;
+    c.srcMemoryType = CU_MEMORYTYPE_HOST;
+    c.dstMemoryType = CU_MEMORYTYPE_HOST;
+    c.srcHost = as_dst ? other : mine;
+    c.dstHost = as_dst ? mine : other;
+    c.srcPitch = c.dstPitch = pitch;
+    c.WidthInBytes = 64;
+    c.Height = 2;
+    CUresult r = p.d.cuMemcpy2DAsync(&c, s);
+    CUresult sr = p.d.cuStreamSynchronize(s);
+    return res(p, r, std::string("cuMemcpy2DAsync host to host, 2 rows of 64 B, registered side as the ") +
+                         (as_dst ? "destination" : "source") +
+                         (one ? ", both rows in one registration" : gap ? ", rows in two registrations a page apart"
+                                                                           : ", rows in two touching registrations") +
+                         "; stream sync " + result_name(p.d, sr));
+}
+Outcome c_copy_2d_rows_one_registration(P& p) { return copy_2d_two_registrations(p, false, true, true); }
+Outcome c_copy_2d_rows_two_touching_registrations_dst(P& p) { return copy_2d_two_registrations(p, false, true); }
+Outcome c_copy_2d_rows_two_touching_registrations_src(P& p) { return copy_2d_two_registrations(p, false, false); }
+Outcome c_copy_2d_rows_two_registrations_gap_dst(P& p) { return copy_2d_two_registrations(p, true, true); }
+Outcome c_copy_2d_rows_two_registrations_gap_src(P& p) { return copy_2d_two_registrations(p, true, false); }
 
 // ---- 3-D copies of one slice ----------------------------------------------------------
 
@@ -306,6 +355,16 @@ std::vector<Case> fidelity_cases() {
          "cuStreamGetCaptureInfo(0) while a non-blocking stream captures (global)", nullptr},
         {"legacy_get_info_blocking_relaxed", Setup::ctx, c_legacy_get_info_blocking_relaxed,
          "cuStreamGetCaptureInfo(0) while a blocking stream captures (relaxed)", nullptr},
+        {"copy_2d_rows_one_registration", Setup::ctx, c_copy_2d_rows_one_registration,
+         "cuMemcpy2DAsync host to host, rows in one registration (control)", nullptr},
+        {"copy_2d_rows_two_touching_registrations_dst", Setup::ctx, c_copy_2d_rows_two_touching_registrations_dst,
+         "cuMemcpy2DAsync host to host, destination rows in two touching registrations", nullptr},
+        {"copy_2d_rows_two_touching_registrations_src", Setup::ctx, c_copy_2d_rows_two_touching_registrations_src,
+         "cuMemcpy2DAsync host to host, source rows in two touching registrations", nullptr},
+        {"copy_2d_rows_two_registrations_gap_dst", Setup::ctx, c_copy_2d_rows_two_registrations_gap_dst,
+         "cuMemcpy2DAsync host to host, destination rows in two registrations a page apart", nullptr},
+        {"copy_2d_rows_two_registrations_gap_src", Setup::ctx, c_copy_2d_rows_two_registrations_gap_src,
+         "cuMemcpy2DAsync host to host, source rows in two registrations a page apart", nullptr},
         {"copy_3d_depth1_valid", Setup::ctx, c_copy_3d_depth1_valid, "cuMemcpy3DAsync, one slice, valid", nullptr},
         {"copy_3d_depth1_src_height_smaller", Setup::ctx, c_copy_3d_depth1_src_height_smaller,
          "cuMemcpy3DAsync, one slice, srcHeight < Height", nullptr},
