@@ -16,6 +16,10 @@
 #            and vs the staged path); MPIEXEC names mpirun (default: mpirun on PATH). Both link
 #            gloo, which the GPU machine lacks: B/lib must hold libgloo.so.0 and what it needs
 #            there (libhiredis.so.0.14, libibverbs.so.1, libnl-3.so.200, libnl-route-3.so.200)
+#   ipc-interposed  the ipc step's transfer bodies through the interposer (every rank's driver
+#            calls through libxmc_cuda_interpose.so, the ledger checked after every test)
+#   probe    the probe's fidelity cases (hardware/probe/probe_cases_fidelity.cpp) on the real
+#            driver: OUT/probe-fidelity.tsv, to replay against the fake (xmc_cuda_probe --replay)
 #   pytorch  the PyTorch adapter's tier (hardware/run_pytorch_tier.sh)
 #   nccl     the NCCL path on one GPU: xmc_nccl_probe (a single-rank communicator's local path, and
 #            what NCCL answers two ranks on one GPU), the paths the AFF-* bodies find with NCCL
@@ -43,6 +47,9 @@ step() { local name=$1 limit=$2; shift 2; local t0=$SECONDS; echo "== $name: $*"
          timeout "$limit" "$@" >"$w/$name.log" 2>&1; local rc=$?
          echo "== $name: exit $rc after $((SECONDS - t0)) s"; tail -n 40 "$w/$name.log"; cp "$w/$name.log" "$out/"; }
 { nvidia-smi; nvidia-smi topo -m; lscpu | head -20; } >"$out/machine.txt" 2>&1
+mpi=${MPIEXEC:-mpirun}
+mpiflags=(--allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
+          --mca oob_tcp_if_include lo -x LD_LIBRARY_PATH)
 for s in $steps; do
   case $s in
     gpu1)
@@ -66,13 +73,17 @@ for s in $steps; do
     transfer)
       step transfer 120 "$b/bin/xmc_gpu_transfer_bench" --backend cuda --check-targets --json "$w/transfer-bench.json" ;;
     ipc)
-      mpi=${MPIEXEC:-mpirun}
-      mpiflags=(--allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo
-                --mca oob_tcp_if_include lo -x LD_LIBRARY_PATH)
       step ipc-aff 300 hardware/run_multirank_gpu.sh ipc "$mpi" -np 2 "$b/bin/xmc_multirank" "${mpiflags[@]}"
       step ipc-bench 300 "$mpi" -np 2 "${mpiflags[@]}" -x CUDA_VISIBLE_DEVICES=0 "$b/bin/xmc_multirank_ipc_bench" \
         --sizes 16M,256M,1G --reps 10 --json "$w/ipc-bench.json"
       cp "$w/ipc-bench.json" "$out/" 2>/dev/null ;;
+    ipc-interposed)
+      XMC_CUDA_INTERPOSE="$b/lib/libxmc_cuda_interpose.so" \
+        step ipc-aff-interposed 300 hardware/run_multirank_gpu.sh ipc "$mpi" -np 2 "$b/bin/xmc_multirank" "${mpiflags[@]}" ;;
+    probe)
+      mapfile -t cases < <(grep -o '{"[a-z0-9_]*", Setup::' hardware/probe/probe_cases_fidelity.cpp | sed 's/{"\([a-z0-9_]*\)".*/\1/')
+      step probe 120 env -u XMC_CUDA_DRIVER "$b/bin/xmc_cuda_probe" --out "$out/probe-fidelity.tsv" \
+        $(printf -- '--case %s ' "${cases[@]}") ;;
     pytorch)
       step pytorch 420 hardware/run_pytorch_tier.sh "$x" "$w/pytorch"
       tar czf "$out/pytorch.tgz" -C "$w" pytorch ;;

@@ -12,7 +12,11 @@ if [ "${gpus:-0}" -lt 1 ]; then
   echo "gpu1 multirank: skipped: needs a GPU, this machine has ${gpus:-0} (nvidia-smi)"
   exit 77
 fi
-unset XMC_CUDA_DRIVER  # the real libcuda.so.1
+# The real libcuda.so.1, or through the interposer over it (XMC_CUDA_INTERPOSE names
+# libxmc_cuda_interpose.so: every rank's driver calls are counted, and the ledger is checked after
+# every test, issue 28).
+unset XMC_CUDA_DRIVER
+if [ -n "${XMC_CUDA_INTERPOSE:-}" ]; then export XMC_CUDA_DRIVER=$XMC_CUDA_INTERPOSE XMC_LEDGER_EVERY_TEST=1; fi
 # Path nccl with more processes than visible GPUs: NCCL refuses two ranks on one device
 # (ncclCommInitRank: invalid usage), so every body would fail on NCCL's refusal, not on the
 # backend. NCCL is asked first (xmc_nccl_probe, beside the runner: two ranks on the one GPU), and
@@ -42,4 +46,5 @@ if [ "$path" != nccl ]; then export XMC_NCCL_LIBRARY=/nonexistent/libnccl.so.2; 
 export XMC_TRANSFER_PATH=$path CUDA_VISIBLE_DEVICES=${CUDA_VISIBLE_DEVICES:-0}
 pass=(-x XMC_TRANSFER_PATH -x CUDA_VISIBLE_DEVICES)
 if [ -n "${XMC_NCCL_LIBRARY:-}" ]; then pass+=(-x XMC_NCCL_LIBRARY); fi
+if [ -n "${XMC_CUDA_DRIVER:-}" ]; then pass+=(-x XMC_CUDA_DRIVER -x XMC_LEDGER_EVERY_TEST); fi
 exec "$mpiexec" "$npflag" "$np" "$@" "${pass[@]}" "$bin" --backend cuda

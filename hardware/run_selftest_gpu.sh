@@ -47,7 +47,8 @@ one() {
              XMC_FAKE_CUDA_*) printf '%s\tleft-out\t-\tits env %s is the fake'"'"'s own configuration\n' "$bug" "$value"; return ;;
              *) envs+=("$value") ;;
            esac ;;
-      devices) gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+      devices) gpus=""  # no nvidia-smi: over the fake (XMC_CUDA_INTERPOSE_REAL), whose devices are its own
+               command -v nvidia-smi >/dev/null && gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
                if [ -n "$gpus" ] && [ "$gpus" -lt "$value" ]; then
                  printf '%s\tleft-out\t-\tneeds %s devices, this machine has %s\n' "$bug" "$value" "$gpus"; return
                fi ;;

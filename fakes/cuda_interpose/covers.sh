@@ -6,7 +6,7 @@
 #   covers.sh SOURCE_ROOT groups   every XMC_CU_* group of reference/cuda/cuda.hpp
 #   covers.sh SOURCE_ROOT entries  every entry xmc_gpu_bench (hardware/gpu_bench.cpp: XMC_CU(...))
 #                                  and the conformance harness (dlsym/resolve/find("cu...")) load
-root=$1 ip=$1/fakes/cuda_interpose/interpose.cpp
+root=$1 ip=$1/fakes/cuda_interpose/interpose.hpp
 case $2 in
   groups)
     for g in $(sed -n 's/^#define \(XMC_CU_[A-Z_0-9]*\)(X).*/\1/p' "$root/reference/cuda/cuda.hpp"); do
