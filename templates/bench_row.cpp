@@ -3,7 +3,7 @@
 // the same work done by the raw driver in the same run (its peak), and their ratio (SPEC 10):
 // 1.0 is the peak, higher is better whichever the unit. Three parts; not built.
 
-// ---- 1. the raw driver call, if the Driver struct at the top lacks it -----------------------
+// ---- 1. the raw driver call, if struct Driver (hardware/gpu_bench.hpp) lacks it -------------
     XMC_CU(cuNEW_RAW_CALL, void *, size_t)  // the member, in struct Driver's list
     XMC_SYM(cuNEW_RAW_CALL)                 // in load(); the exact exported symbol (_v2 ...)
 // TEMPLATE: load() fails, and the run skips as if there were no GPU, when a symbol is missing:

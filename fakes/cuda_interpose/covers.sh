@@ -4,7 +4,7 @@
 # gpu1 tier through the interposer once skipped PIN-KINDS's lock checks: the harness asks
 # cuMemHostGetFlags, which the interposer did not forward).
 #   covers.sh SOURCE_ROOT groups   every XMC_CU_* group of reference/cuda/cuda.hpp
-#   covers.sh SOURCE_ROOT entries  every entry xmc_gpu_bench (hardware/gpu_bench.cpp: XMC_CU(...))
+#   covers.sh SOURCE_ROOT entries  every entry xmc_gpu_bench (hardware/gpu_bench.hpp: XMC_CU(...))
 #                                  and the conformance harness (dlsym/resolve/find("cu...")) load
 root=$1 ip=$1/fakes/cuda_interpose/interpose.hpp
 case $2 in
@@ -14,7 +14,7 @@ case $2 in
     done ;;
   entries)
     n=0
-    for e in $( { sed -n 's/^ *XMC_CU(\(cu[A-Za-z0-9]*\),.*/\1/p' "$root/hardware/gpu_bench.cpp"
+    for e in $( { sed -n 's/^ *XMC_CU(\(cu[A-Za-z0-9]*\),.*/\1/p' "$root/hardware/gpu_bench.hpp"
                   grep -rhoE '(dlsym\(h|resolve\(h|find\()\s*, *"cu[A-Za-z0-9_]*"|find\("cu[A-Za-z0-9_]*"' "$root/conformance/harness" |
                     sed 's/.*"\(cu[A-Za-z0-9_]*\)"/\1/'; } | sed 's/_v[0-9]*$//' | sort -u); do
       n=$((n + 1))

@@ -32,7 +32,7 @@
 
 // Every group the backend resolves. tests: cuda_interpose.covers_every_group (covers.sh) checks that no
 // XMC_CU_* group of cuda.hpp is missing here.
-// Besides them, what xmc_gpu_bench resolves for its raw peaks (hardware/gpu_bench.cpp), so that
+// Besides them, what xmc_gpu_bench resolves for its raw peaks (hardware/gpu_bench.hpp), so that
 // `xmc bench` runs through the interposer too and its overhead is measured there (issue 28), and
 // what the conformance harness asks the driver itself (PIN-KINDS's lock state).
 // tests: cuda_interpose.covers_entries (covers.sh) checks that every entry point they load is here.

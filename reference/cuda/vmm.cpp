@@ -33,7 +33,7 @@
 // the events of stream points and copies are reused, not made per request.
 // With XMC_CUDA_SLOT_PHASES=FILE each instance writes, at close, one line per
 // request: when its stream point was seen, a worker took it, its driver calls
-// were done, its copies enqueued and seen done (hardware/gpu_bench.cpp reads it).
+// were done, its copies enqueued and seen done (hardware/gpu_bench_measure.cpp reads it).
 //
 // The slot entry points are reference/common/slots.hpp's; this file is CUDA's steps (be::VmmOps),
 // the watcher, the wait words, request_stream_wait and device_free_memory.
