@@ -7,7 +7,10 @@
 #            --jobs 4, so that a bug of the interposer cannot hide a driver fact
 #   selftest the CUDA self-test through the interposer (hardware/run_selftest_gpu.sh: each broken
 #            CUDA backend must fail exactly what it declares, error-path bugs included)
-#   overhead the interposer's cost on xmc bench, no fault scripted (hardware/run_interpose_overhead.sh)
+#   overhead the interposer's cost when no fault is scripted: per driver call, in one process
+#            (xmc_cuda_interpose_cost, alone and beside a thread polling as the slot watcher does),
+#            then on xmc bench's rows (hardware/run_interpose_overhead.sh; BASELINE=FILE also judges
+#            each run against a baseline)
 #   bench    xmc bench at 16 MiB..1 GiB (each row beside its same-run peak) and a baseline from it
 #   transfer xmc_gpu_transfer_bench (skips itself below two GPUs)
 #   ipc      path IPC between two processes on one GPU: the transfer bodies (AFF-*) under
@@ -64,6 +67,8 @@ for s in $steps; do
       cp "$w/selftest/selftest-gpu.tsv" "$out/" 2>/dev/null
       tar czf "$out/selftest.tgz" -C "$w" selftest ;;
     overhead)
+      step overhead-per-call 60 "$b/bin/xmc_cuda_interpose_cost"
+      step overhead-per-call-watcher 60 "$b/bin/xmc_cuda_interpose_cost" --watcher
       step overhead 540 hardware/run_interpose_overhead.sh "$b" "$w/overhead"
       cp "$w/overhead/overhead.md" "$out/" 2>/dev/null
       tar czf "$out/overhead.tgz" -C "$w" overhead ;;

@@ -6,7 +6,8 @@
 # compared, through / straight, as the median over the pairs, oriented so that above 1 is slower.
 # A row is `within` 1%, `over` it, or `noisy` where the straight runs alone spread wider than the
 # difference found (rerun it).
-#   run_interpose_overhead.sh B OUT      (SIZES default 16M,256M,1G)
+#   run_interpose_overhead.sh B OUT      (SIZES default 16M,256M,1G; BASELINE=FILE: each run also
+#                                         judged against that baseline, its verdict in its log)
 # Straight is the driver the environment names (XMC_CUDA_DRIVER, else libcuda.so.1); through is the
 # interposer over XMC_CUDA_INTERPOSE_REAL (default libcuda.so.1): over the fake, both, to try it here.
 # OUT/overhead.md: the table; OUT/straight-N.json, OUT/through-N.json: the runs.
@@ -20,9 +21,11 @@ for i in $(seq 1 "${PAIRS:-3}"); do
   for how in straight through; do
     t0=$SECONDS
     if [ $how = through ]; then
-      XMC_CUDA_DRIVER=$ip "$b/bin/xmc" bench --backend cuda --sizes "${SIZES:-16M,256M,1G}" --json "$out/$how-$i.json" >"$out/$how-$i.log" 2>&1
+      XMC_CUDA_DRIVER=$ip "$b/bin/xmc" bench --backend cuda --sizes "${SIZES:-16M,256M,1G}" --json "$out/$how-$i.json" \
+        ${BASELINE:+--baseline "$BASELINE"} >"$out/$how-$i.log" 2>&1
     else
-      "$b/bin/xmc" bench --backend cuda --sizes "${SIZES:-16M,256M,1G}" --json "$out/$how-$i.json" >"$out/$how-$i.log" 2>&1
+      "$b/bin/xmc" bench --backend cuda --sizes "${SIZES:-16M,256M,1G}" --json "$out/$how-$i.json" \
+        ${BASELINE:+--baseline "$BASELINE"} >"$out/$how-$i.log" 2>&1
     fi
     echo "== $how $i: exit $? after $((SECONDS - t0)) s"
   done

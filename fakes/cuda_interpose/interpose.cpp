@@ -216,7 +216,6 @@ void requiet_locked(State& g) {
 bool enter(int id, bool has_size, uint64_t size, CUresult* out) {
     State& g = state();
     g.calls[id].fetch_add(1, std::memory_order_relaxed);
-    g.total_calls.fetch_add(1, std::memory_order_relaxed);
     const std::string_view base = dialect().entries[static_cast<size_t>(id)].name;
     record_call(g, base);
     if (g.real[id] == nullptr && g.quiet.load(std::memory_order_acquire)) {

@@ -122,7 +122,6 @@ struct State {
     // note (see enter()). Set under mu wherever one of the three changes (requiet_locked).
     std::atomic<bool> quiet{true};
     std::atomic<uint64_t> calls[kEntries] = {};
-    std::atomic<uint64_t> total_calls{0};
     // The call records, claimed without the lock: cursor is (generation << 32) | calls since the
     // reset of the records; a slot's stamp is 2*generation+1 while its record is being written and
     // 2*generation+2 once it is whole (record_call, read_records).
