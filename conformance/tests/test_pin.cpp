@@ -568,14 +568,29 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
     // Many short rounds, every thread released at once by a barrier, so that a registry that
     // leaves its lock out of one entry point is met there in every run, not only when one long
     // run happens to interleave (a lock left out of pin_free was caught in 14 runs of 20 with
-    // 4 rounds): up to kRounds, at least kMinRounds, and more while under 1.5 s.
-    constexpr int kThreads = 8, kRounds = 60, kMinRounds = 8, kOps = 300, kContested = 32;
+    // 4 rounds): at least kMinRounds, then until kOverlaps updates overlapped (see `update`),
+    // at most kMaxSeconds. Unloaded, 60 rounds give about 47,000 on 2 cores, and a lock left out
+    // of pin_free is caught within 3,000 (with a build beside it: 200 per round, caught within 15,000).
+    constexpr int kThreads = 8, kMinRounds = 8, kOps = 300, kContested = 32, kMaxSeconds = 8;
+    constexpr int64_t kOverlaps = 40000;
     std::mutex mu;
     std::vector<std::string> failures;
     LiveBounds live;
     std::vector<LiveBounds::Reading> above;  // readings above the upper bound, judged after the round
     std::vector<xmc_pin_result> contested;
     std::vector<std::atomic<int>> wins(kContested), tries(kContested);
+    // How often an alloc or free started while another thread's was in flight: the overlaps a
+    // missing lock needs. The rounds go on until there were kOverlaps of them, not for a fixed
+    // count: on a loaded machine (a build beside it on 2 cores) 60 rounds gave so few that a lock
+    // left out of pin_free was caught in 12 runs of 20.
+    std::atomic<int> in_update{0};
+    std::atomic<int64_t> overlaps{0};
+    auto update = [&](auto &&call) {
+        if (in_update.fetch_add(1) > 0) ++overlaps;
+        const xmc_status st = call();
+        in_update.fetch_sub(1);
+        return st;
+    };
     auto worker = [&](int round, int tid, SpinBarrier &go, SpinBarrier &turn) {
         std::mt19937_64 rng(static_cast<uint64_t>(round) * 104729 + tid * 7919 + 1);
         go.arrive_and_wait();
@@ -611,7 +626,7 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
                 LiveBounds::begin_alloc(live.bytes, est);
                 LiveBounds::begin_alloc(live.blocks, 1);
                 xmc_pin_result r{};
-                xmc_status st = api->pin_alloc(inst, n, 1, XMC_NO_DEVICE, &r);
+                xmc_status st = update([&] { return api->pin_alloc(inst, n, 1, XMC_NO_DEVICE, &r); });
                 if (st != model.alloc(n, 64)) fail("alloc status " + std::string(xmc_status_string(st)));
                 if (st != XMC_OK) {
                     live.bytes.may -= est;
@@ -638,7 +653,7 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
                 const int64_t size = static_cast<int64_t>(mine[b].size);
                 LiveBounds::begin_free(live.bytes, size);
                 LiveBounds::begin_free(live.blocks, 1);
-                xmc_status st = api->pin_free(inst, mine[b].base);
+                xmc_status st = update([&] { return api->pin_free(inst, mine[b].base); });
                 if (st != model.free(a)) fail("free status " + std::string(xmc_status_string(st)));
                 if (st == XMC_OK) {
                     live.bytes.may -= size;
@@ -677,7 +692,7 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
         // The contested frees, all threads at once over the same blocks.
         turn.arrive_and_wait();
         for (int k = 0; k < kContested; ++k) {
-            const xmc_status st = api->pin_free(inst, contested[k].base);
+            const xmc_status st = update([&] { return api->pin_free(inst, contested[k].base); });
             if (st == XMC_OK) {
                 ++wins[k];
                 live.bytes.may -= static_cast<int64_t>(contested[k].size);
@@ -692,8 +707,11 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
         }
     };
     const auto t0 = std::chrono::steady_clock::now();
-    for (int round = 0; round < kRounds && failures.empty() && !HasFailure(); ++round) {
-        if (round >= kMinRounds && std::chrono::steady_clock::now() - t0 > std::chrono::milliseconds(1500)) break;
+    int round = 0;
+    for (; failures.empty() && !HasFailure(); ++round) {
+        const auto spent = std::chrono::steady_clock::now() - t0;
+        if (round >= kMinRounds && overlaps >= kOverlaps) break;
+        if (round >= kMinRounds && spent > std::chrono::seconds(kMaxSeconds)) break;
         contested.clear();
         for (int k = 0; k < kContested; ++k) {
             contested.push_back(alloc(page_size()));
@@ -719,6 +737,8 @@ TEST_P(PinTest, PIN_THREADS_ConcurrentAllocFreeQueryAgreeWithModel) {
         EXPECT_EQ(now.blocks_now, with_shared.blocks_now) << "block count drifted in round " << round;
     }
     for (const auto &f : failures) ADD_FAILURE() << f;
+    RecordProperty("rounds", round);
+    RecordProperty("overlapping_updates", std::to_string(overlaps.load()));
     // The shared blocks' frees bracketed by their own snapshot: a check against
     // the snapshot from before the test passed on a counter that never goes
     // down whenever an earlier test had left its peak above this one's.
