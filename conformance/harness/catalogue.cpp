@@ -2,6 +2,7 @@
 
 #include <fnmatch.h>
 
+#include <cstring>
 #include <sstream>
 #include <stdexcept>
 
@@ -79,7 +80,9 @@ bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std:
         std::getline(fields, caps, '\t');
         std::getline(fields, tiers, '\t');
         std::getline(fields, r.summary, '\t');
-        std::getline(fields, alone);
+        std::getline(fields, alone, '\t');
+        std::string threads;
+        std::getline(fields, threads);
         std::istringstream cs(caps);
         for (std::string c; std::getline(cs, c, '+');) r.capabilities.push_back(c);
         std::istringstream ts(tiers);
@@ -106,6 +109,13 @@ bool parse_catalogue(const std::string &tsv, std::vector<Requirement> *out, std:
                 bad = "a fifth field 'alone: <why it cannot share the machine>', 'alone on a shared device: <why>', "
                       "'waits: <why its tests mostly sleep>' or none, not '" + alone + "'";
             }
+        }
+        constexpr const char *kThreads = "threads: ";
+        if (bad.empty() && !threads.empty()) {
+            if (threads.rfind(kThreads, 0) == 0 && threads.size() > std::strlen(kThreads))
+                r.threads = threads.substr(std::strlen(kThreads));
+            else
+                bad = "a sixth field 'threads: <why its tests are the concurrency checks>' or none, not '" + threads + "'";
         }
         if (!bad.empty()) {
             if (error) *error = "catalogue line " + std::to_string(line_no) + ": expected " + bad + ": " + line;

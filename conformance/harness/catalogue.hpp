@@ -26,6 +26,10 @@ struct Requirement {
     // Why its tests mostly sleep (the fifth column "waits: <why>"): `qualify --jobs N` runs
     // such rows one at a time in a lane beside the N. "" for the others.
     std::string waits;
+    // Why its tests are the concurrency checks (the sixth column, "threads: <why>"): where the
+    // ThreadSanitizer twins are built, a plain `qualify` also runs them under it (a race that did
+    // not happen to corrupt anything in the plain run is still reported). "" for the others.
+    std::string threads;
 
     std::string test_prefix() const;  // "PIN_FREE_"
     bool in_tier(const std::string &t) const;

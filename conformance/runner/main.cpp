@@ -35,6 +35,22 @@
 
 using namespace xmc::conformance;
 
+// qualify.hpp: --shard I/N.
+bool xmc::conformance::parse_shard(const std::string &text, int *index, int *count, std::string *error) {
+    const size_t slash = text.find('/');
+    char *end1 = nullptr, *end2 = nullptr;
+    const std::string a = text.substr(0, slash), b = slash == std::string::npos ? "" : text.substr(slash + 1);
+    const long i = std::strtol(a.c_str(), &end1, 10), n = std::strtol(b.c_str(), &end2, 10);
+    if (slash == std::string::npos || a.empty() || b.empty() || *end1 || *end2 || n < 1 || i < 1 || i > n ||
+        n > 100000) {
+        *error = "takes I/N, share I of N with 1 <= I <= N (e.g. 1/2), not '" + text + "'";
+        return false;
+    }
+    *index = static_cast<int>(i);
+    *count = static_cast<int>(n);
+    return true;
+}
+
 namespace {
 
 // ---- option values CLI11 checks while it parses --------------------------------
@@ -388,8 +404,9 @@ int main(int argc, char **argv) {
         ->check(catalogue_ids())
         ->needs("--expect-fail");
     qualify_cmd->add_option("--sanitize", q.sanitize,
-                            "Run the children under this sanitizer: the ThreadSanitizer builds of the runner and backend")
-        ->check(CLI::IsMember({"thread"}));
+                            "thread: run the children under ThreadSanitizer (the TSan builds of the runner and backend); "
+                            "none: not even the concurrency rows, which otherwise also run under it where those builds exist")
+        ->check(CLI::IsMember({"thread", "none"}));
         auto *bench_flag = qualify_cmd->add_flag("--bench", q.bench, "Also run the benchmarks (bench.json, bench.csv, plots)");
     qualify_cmd->add_option("--bench-sizes", bench_sizes, "Transfer sizes of the benchmarks (default 16M,64M,256M,1G)")
         ->check(size_list())

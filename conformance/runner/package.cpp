@@ -736,4 +736,26 @@ std::string human_bytes(unsigned long long n) {
     return std::to_string(n) + " " + u[i];
 }
 
+bool read_parent(const std::string &dir, Parent *p, std::string *err) {
+    p->dir = dir;
+    if (!read_package_results(dir, &p->results, err)) {
+        *err = "--rerun-failed: " + *err;
+        return false;
+    }
+    std::error_code ec;
+    p->path = std::filesystem::absolute(dir, ec).lexically_normal().string();
+    p->digest = sha256_file(dir + "/results.json");
+    std::string text;
+    if (!read_text(dir + "/environment.json", &text) ||
+        (p->environment = json::parse(text, nullptr, false)).is_discarded() || !p->environment.is_object()) {
+        *err = "--rerun-failed: " + dir + " is not a complete package: its environment.json is missing or not JSON";
+        return false;
+    }
+    if (!read_text(dir + "/waivers.tsv", &p->waivers_text)) {
+        *err = "--rerun-failed: " + dir + " is not a complete package: it holds no waivers.tsv";
+        return false;
+    }
+    return true;
+}
+
 } // namespace xmc::conformance

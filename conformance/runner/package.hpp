@@ -145,6 +145,16 @@ std::string sha256_file(const std::string &path);
 // Recounts results["summary"] from its verdicts and returns the summary line.
 std::string recount_summary(json &results);
 
+// The parent package of --rerun-failed, read and checked against this run.
+struct Parent {
+    std::string dir;      // as given
+    std::string path;     // absolute
+    std::string digest;   // SHA-256 of its results.json
+    json results, environment;
+    std::string waivers_text;
+};
+bool read_parent(const std::string &dir, Parent *p, std::string *err);
+
 // ---- junit.xml ----------------------------------------------------------------
 // junit.xml of a results.json: one testsuite per requirement, one testcase per
 // test (one named after the requirement when it ran none). Written by pugixml:

@@ -34,6 +34,7 @@ namespace xmc::conformance {
 namespace {
 
 SanitizedRun g_sanitized;  // --sanitize thread: what the children exec and load (empty: this runner, o.backend)
+SanitizedRun g_twin;       // the ThreadSanitizer twins the concurrency rows also run under (empty: none)
 
 struct TestOutcome {
     std::string name;
@@ -80,13 +81,14 @@ std::vector<std::string> tests_of(const Requirement &r) {
 // test that was running when the child died or timed out ("" if none).
 // (--jobs: other threads run children too, so the child's argument vector is
 // built before fork; after fork it only redirects and execs.)
-std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::vector<std::string> &tests,
-                                            const std::string &log_path, const std::string &results_path,
-                                            std::string *running, std::string *child_note, bool *timed_out) {
+std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const SanitizedRun &san,
+                                            const std::vector<std::string> &tests, const std::string &log_path,
+                                            const std::string &results_path, std::string *running,
+                                            std::string *child_note, bool *timed_out) {
     std::string filter;
     for (const auto &t : tests) filter += (filter.empty() ? "" : ":") + t;
-    const bool tsan = !g_sanitized.runner.empty();
-    std::vector<std::string> args = {"xmc", "run", "--backend", tsan ? g_sanitized.backend : o.backend,
+    const bool tsan = !san.runner.empty();
+    std::vector<std::string> args = {"xmc", "run", "--backend", tsan ? san.backend : o.backend,
                                      "--xmc-results", results_path, "--gtest_filter=" + filter};
     const std::string tsan_env = tsan_options();
     std::vector<char *> argv;
@@ -106,7 +108,7 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
     if (pid == 0) {
         if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); }
         setpgid(0, 0);  // its own group: a timeout kills the backend's helpers too
-        execve(tsan ? g_sanitized.runner.c_str() : "/proc/self/exe", argv.data(), envp.data());
+        execve(tsan ? san.runner.c_str() : "/proc/self/exe", argv.data(), envp.data());
         _exit(127);
     }
     if (fd >= 0) close(fd);
@@ -153,13 +155,13 @@ std::map<std::string, TestOutcome> run_once(const QualifyOptions &o, const std::
 // the rest run on in a fresh child, so one bad entry point costs one test.
 std::vector<TestOutcome> run_tests(const QualifyOptions &o, const std::vector<std::string> &tests,
                                    const std::string &log_path, const std::string &results_path,
-                                   std::string *notes) {
+                                   std::string *notes, const SanitizedRun &san = g_sanitized) {
     std::map<std::string, TestOutcome> all;
     std::vector<std::string> left = tests;
     while (!left.empty()) {
         std::string running, note;
         bool timed_out = false;
-        auto done = run_once(o, left, log_path, results_path, &running, &note, &timed_out);
+        auto done = run_once(o, san, left, log_path, results_path, &running, &note, &timed_out);
         for (auto &[name, t] : done) all[name] = t;
         if (!note.empty()) *notes += (notes->empty() ? "" : "; ") + note;
         if (!running.empty()) {
@@ -522,6 +524,26 @@ Verdict evaluate(const QualifyOptions &o, const Requirement &r, const std::vecto
                 reason = "ThreadSanitizer reported a data race (" + race + "; the report is in " + log + "), " + reason;
                 verdict = "failed";
             }
+            // A concurrency row, where the twins are built: again under ThreadSanitizer, which
+            // reports a race the plain run's interleavings did not turn into a wrong answer.
+            if (!r.threads.empty() && !g_twin.runner.empty() && verdict != "failed") {
+                std::ofstream(log, std::ios::app) << "==== xmc qualify: " << r.id << " again under ThreadSanitizer ("
+                                                  << g_twin.runner << ") ====\n";
+                std::string tnote, tverdict, treason, race;
+                std::vector<TestOutcome> twin = run_tests(o, tests, log, logs + "/" + r.id + ".tsan.jsonl", &tnote, g_twin);
+                judge(twin, tnote, &tverdict, &treason);
+                if (tsan_reported(log, &race)) {
+                    verdict = "failed";
+                    reason = "under ThreadSanitizer: a data race (" + race + "; the report is in " + log + ")";
+                    outcome = twin;
+                } else if (tverdict == "failed") {
+                    verdict = "failed";
+                    reason = "under ThreadSanitizer: " + treason;
+                    outcome = twin;
+                } else {
+                    reason += "; under ThreadSanitizer too";
+                }
+            }
             ++v.runs;
             if (verdict == "failed") {
                 if (++v.failed_runs == 1) { v.tests = outcome; first_failure = reason; first_failed_run = run; }
@@ -546,37 +568,6 @@ Verdict evaluate(const QualifyOptions &o, const Requirement &r, const std::vecto
     }
     v.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     return v;
-}
-
-// The parent package of --rerun-failed, read and checked against this run.
-struct Parent {
-    std::string dir;      // as given
-    std::string path;     // absolute
-    std::string digest;   // SHA-256 of its results.json
-    json results, environment;
-    std::string waivers_text;
-};
-
-bool read_parent(const std::string &dir, Parent *p, std::string *err) {
-    p->dir = dir;
-    if (!read_package_results(dir, &p->results, err)) {
-        *err = "--rerun-failed: " + *err;
-        return false;
-    }
-    std::error_code ec;
-    p->path = std::filesystem::absolute(dir, ec).lexically_normal().string();
-    p->digest = sha256_file(dir + "/results.json");
-    std::string text;
-    if (!read_text(dir + "/environment.json", &text) ||
-        (p->environment = json::parse(text, nullptr, false)).is_discarded() || !p->environment.is_object()) {
-        *err = "--rerun-failed: " + dir + " is not a complete package: its environment.json is missing or not JSON";
-        return false;
-    }
-    if (!read_text(dir + "/waivers.tsv", &p->waivers_text)) {
-        *err = "--rerun-failed: " + dir + " is not a complete package: it holds no waivers.tsv";
-        return false;
-    }
-    return true;
 }
 
 // The package's files besides the report (SPEC 9; docs/qualify.md).
@@ -648,20 +639,6 @@ bool write_package(const QualifyOptions &o, const LoadedBackend &b, const std::v
 
 } // namespace
 
-bool parse_shard(const std::string &text, int *index, int *count, std::string *error) {
-    const size_t slash = text.find('/');
-    char *end1 = nullptr, *end2 = nullptr;
-    const std::string a = text.substr(0, slash), b = slash == std::string::npos ? "" : text.substr(slash + 1);
-    const long i = std::strtol(a.c_str(), &end1, 10), n = std::strtol(b.c_str(), &end2, 10);
-    if (slash == std::string::npos || a.empty() || b.empty() || *end1 || *end2 || n < 1 || i < 1 || i > n ||
-        n > 100000) {
-        *error = "takes I/N, share I of N with 1 <= I <= N (e.g. 1/2), not '" + text + "'";
-        return false;
-    }
-    *index = static_cast<int>(i);
-    *count = static_cast<int>(n);
-    return true;
-}
 
 int qualify(const QualifyOptions &opts) {
     QualifyOptions o = opts;
@@ -678,6 +655,9 @@ int qualify(const QualifyOptions &opts) {
         }
         std::printf("xmc qualify: under ThreadSanitizer: %s run --backend %s\n", g_sanitized.runner.c_str(),
                     g_sanitized.backend.c_str());
+    } else if (o.sanitize.empty() && sanitized_run(o.backend, &g_twin, &err)) {
+        std::printf("xmc qualify: the concurrency rows (catalogue: threads) also run under ThreadSanitizer: %s run "
+                    "--backend %s (--sanitize none: not)\n", g_twin.runner.c_str(), g_twin.backend.c_str());
     }
     // --rerun-failed: the parent package gives the selection, the must-pass
     // version and the waivers; it must be of this backend and this suite.
