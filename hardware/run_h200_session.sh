@@ -4,13 +4,14 @@
 #            every fault-injection test, the fault sweeps and the ledger after every test run on the
 #            GPU, issue 28), recording the driver's own answers other than success (answers.tsv, for
 #            hardware/compare_answers.sh against the fake); then once straight on the driver with
-#            --jobs 4, so that a bug of the interposer cannot hide a driver fact
+#            --jobs 4, so that a bug of the interposer cannot hide a driver fact (gpu1-interposed:
+#            the first half alone)
 #   selftest the CUDA self-test through the interposer (hardware/run_selftest_gpu.sh: each broken
 #            CUDA backend must fail exactly what it declares, error-path bugs included)
-#   overhead the interposer's cost when no fault is scripted: per driver call, in one process
-#            (xmc_cuda_interpose_cost, alone and beside a thread polling as the slot watcher does),
-#            then on xmc bench's rows (hardware/run_interpose_overhead.sh; BASELINE=FILE also judges
-#            each run against a baseline)
+#   overhead-per-call  the interposer's cost per driver call when no fault is scripted, in one
+#            process (xmc_cuda_interpose_cost, alone and beside a thread polling as the slot watcher does)
+#   overhead the same on xmc bench's rows (hardware/run_interpose_overhead.sh; BASELINE=FILE also
+#            judges each run against a baseline)
 #   bench    xmc bench at 16 MiB..1 GiB (each row beside its same-run peak) and a baseline from it
 #   transfer xmc_gpu_transfer_bench (skips itself below two GPUs)
 #   ipc      path IPC between two processes on one GPU: the transfer bodies (AFF-*) under
@@ -55,20 +56,21 @@ mpiflags=(--allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp 
           --mca oob_tcp_if_include lo -x LD_LIBRARY_PATH)
 for s in $steps; do
   case $s in
-    gpu1)
+    gpu1|gpu1-interposed)
       rm -f "$w/answers.tsv"
       XMC_CUDA_INTERPOSE="$b/lib/libxmc_cuda_interpose.so" XMC_CUDA_INTERPOSE_ANSWERS="$w/answers.tsv" \
         step gpu1 300 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1" --tier gpu1 --timeout 60 --waivers hardware/waivers-cuda-real-driver.tsv
-      step gpu1-straight 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-straight" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
+      [ "$s" = gpu1 ] && step gpu1-straight 240 hardware/run_tier.sh gpu1 1 "$x" "$w/gpu1-straight" --tier gpu1 --timeout 60 --jobs 4 --waivers hardware/waivers-cuda-real-driver.tsv
       cp "$w/answers.tsv" "$out/" 2>/dev/null
-      tar czf "$out/gpu1.tgz" -C "$w" gpu1 gpu1-straight ;;
+      tar czf "$out/gpu1.tgz" -C "$w" gpu1 $([ "$s" = gpu1 ] && echo gpu1-straight) ;;
     selftest)
       step selftest 420 hardware/run_selftest_gpu.sh "$b" "$w/selftest"
       cp "$w/selftest/selftest-gpu.tsv" "$out/" 2>/dev/null
       tar czf "$out/selftest.tgz" -C "$w" selftest ;;
-    overhead)
+    overhead-per-call)
       step overhead-per-call 60 "$b/bin/xmc_cuda_interpose_cost"
-      step overhead-per-call-watcher 60 "$b/bin/xmc_cuda_interpose_cost" --watcher
+      step overhead-per-call-watcher 60 "$b/bin/xmc_cuda_interpose_cost" --watcher ;;
+    overhead)
       step overhead 540 hardware/run_interpose_overhead.sh "$b" "$w/overhead"
       cp "$w/overhead/overhead.md" "$out/" 2>/dev/null
       tar czf "$out/overhead.tgz" -C "$w" overhead ;;
