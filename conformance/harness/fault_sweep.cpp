@@ -59,6 +59,8 @@ const char *const kZeEntries[] = {
     "zeEventHostSynchronize", "zeEventQueryStatus", "zeEventHostReset", "zesDeviceEnumMemoryModules",
     "zesMemoryGetProperties", "zesMemoryGetState"};
 
+} // namespace
+
 bool resolve_hooks(const DriverControl &c, FakeHooks *h, std::string *why) {
     void *lib = dlopen(c.library.c_str(), RTLD_NOW | RTLD_NOLOAD);  // only the driver already loaded
     if (lib) h->call_count = reinterpret_cast<uint64_t (*)(const char *)>(dlsym(lib, "xmc_fake_cuda_call_count"));
@@ -79,6 +81,8 @@ bool resolve_hooks(const DriverControl &c, FakeHooks *h, std::string *why) {
     *why = "the driver '" + c.library + "' has fault injection but no call counters to sweep with";
     return false;
 }
+
+namespace {
 
 // ---- the child: sweeping, and reporting line by line ------------------------
 

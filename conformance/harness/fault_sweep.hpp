@@ -87,6 +87,9 @@ struct FakeHooks {
     }
 };
 
+// The counters and fault grammar of the fake under `c` (false, with why, when it has none).
+bool resolve_hooks(const DriverControl &c, FakeHooks *h, std::string *why);
+
 // What a test says of its sweep's sites (see 4. above): entry points whose
 // number of calls depends on timing, and sites it cannot check, each with why.
 struct SweepOptions {

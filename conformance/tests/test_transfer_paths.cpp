@@ -264,6 +264,7 @@ TEST_P(TransferTest, AFF_PATH_ForcedPathTheRanksCannotTakeIsRefusedByEveryRank) 
 struct FakeNcclControl {
     int (*set_faults)(const char *) = nullptr;
     uint64_t (*live_comms)() = nullptr;
+    uint64_t (*calls)(const char *entry) = nullptr;  // calls of an entry since the library loaded
 };
 FakeNcclControl fake_nccl() {
     FakeNcclControl f;
@@ -273,8 +274,9 @@ FakeNcclControl fake_nccl() {
     if (!h) return f;
     f.set_faults = reinterpret_cast<int (*)(const char *)>(dlsym(h, "xmc_fake_nccl_set_faults"));
     f.live_comms = reinterpret_cast<uint64_t (*)()>(dlsym(h, "xmc_fake_nccl_live_comms"));
+    f.calls = reinterpret_cast<uint64_t (*)(const char *)>(dlsym(h, "xmc_fake_nccl_calls"));
     dlclose(h);  // (the backend's reference keeps it loaded)
-    if (!f.set_faults || !f.live_comms) f = FakeNcclControl{};
+    if (!f.set_faults || !f.live_comms || !f.calls) f = FakeNcclControl{};
     return f;
 }
 constexpr int64_t kNcclSystemError = 2, kNcclInternalError = 3;  // ncclResult_t (nccl.h)
@@ -554,6 +556,276 @@ TEST_P(FaultSweep, AFF_NO_HANG_FaultSweepOfTheDirectPathFailsEveryRankInTimeWith
 
 TEST_P(FaultSweep, AFF_NO_HANG_FaultSweepOfTheStagedPathFailsEveryRankInTimeWithTheCode) {
     sweep(kTransfer, {"staged"});
+}
+
+// ===================== the fault sweep of the paths between processes (AFF-NO-HANG) =====================
+
+// The IPC and NCCL paths need ranks in processes of their own (a world of processes: `xmc qualify`'s
+// --procs, the multirank ctests), where the sweep above (threads of one process, a fresh child per
+// site) cannot go. Here every rank process runs the sweep together, one transfer per site: a clean
+// run twice counts each rank's driver and NCCL calls made inside transfer_execute (the harness's
+// own copies before and after are not counted, nor failed); then for each rank of the first two
+// and each call it made, one run fails exactly that call on that rank only (CUDA_ERROR_UNKNOWN;
+// ncclSystemError for an NCCL entry). Every rank must then fail within the bound with the
+// injected code (the rank that met it: driver_error naming transfer_execute, or refused where
+// nothing was written yet; the others may learn less), or every rank succeed exactly (the backend recovered; listed). Each run has an instance
+// of its own, and once it is closed no rank's driver may hold more objects, nor its NCCL more
+// communicators, than before it was opened: an exported or imported handle, a mapping, a
+// reservation, a stream of the failed path left behind fails the site (one whose release failed
+// must be released again by the close at the latest). A rank past the second meets
+// the calls rank 1 meets (every rank but 0 is a peer that imports and is imported from).
+constexpr const char *kNcclEntries[] = {"ncclGetVersion", "ncclGetUniqueId", "ncclCommInitRank",
+                                        "ncclCommInitRankConfig", "ncclCommDestroy", "ncclCommAbort",
+                                        "ncclCommGetAsyncError", "ncclSend", "ncclRecv",
+                                        "ncclGroupStart", "ncclGroupEnd"};
+constexpr int64_t kNcclInjected = kNcclSystemError;
+constexpr int kSweptRanksAtMost = 2;
+
+// One rank process's fakes: counters of every entry (the CUDA driver's, and the NCCL's on the
+// NCCL path), and a fault aimed at the j-th call of one of them.
+struct ProcessFakes {
+    const DriverControl *dc = nullptr;
+    FakeHooks cuda;
+    FakeNcclControl nccl;
+
+    static bool is_nccl(const std::string &entry) { return entry.rfind("nccl", 0) == 0; }
+    Counts counts() const {
+        Counts c = cuda.counts();
+        if (nccl.calls)
+            for (const char *e : kNcclEntries)
+                if (uint64_t n = nccl.calls(e)) c[e] = n;
+        return c;
+    }
+    int64_t code(const std::string &entry) const { return is_nccl(entry) ? kNcclInjected : cuda.code; }
+    std::string script(const std::string &entry, uint64_t j) const {
+        return is_nccl(entry) ? "fail:" + entry + ":ncclSystemError@" + std::to_string(j) : cuda.fail_call(entry, j);
+    }
+    bool arm(const std::string &entry, uint64_t j) const {
+        const std::string s = script(entry, j);
+        return is_nccl(entry) ? nccl.set_faults(s.c_str()) == 0 : dc->set_faults(s.c_str()) == 0;
+    }
+    void disarm() const {
+        dc->set_faults(nullptr);
+        if (nccl.set_faults) nccl.set_faults(nullptr);
+    }
+};
+
+struct WorldSite {
+    int rank = 0;
+    std::string entry;
+    uint64_t j = 0;
+    std::string name() const { return entry + " #" + std::to_string(j) + " on world rank " + std::to_string(rank); }
+};
+
+std::string comma_list(const std::set<std::string> &names) {
+    std::string s;
+    for (const std::string &n : names) s += (s.empty() ? "" : ", ") + n;
+    return s;
+}
+
+// What each rank says of its run, as lines run() gathers from every process.
+const std::string kCountLine = "world-sweep count ", kOutcomeLine = "world-sweep outcome ";
+
+// (`api` passed in: BackendTest keeps it protected.)
+void sweep_between_processes(TransferTest &t, const xmc_backend *api, xmc_path path, bool source_in_slot) {
+    const TransferTest::PathsHere &h = t.paths_here();
+    const std::string path_name = TransferTest::path_str(path);
+    if (std::find(h.taken.begin(), h.taken.end(), path) == h.taken.end())
+        XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' takes no path " << path_name << " over the "
+                                                     << world().name() << " transport");
+    if (std::string(world().name()) == "threads")
+        XMC_SKIP(SkipKind::Unsupported, "ranks are threads of one process, where a fault cannot be aimed at one rank "
+                                        "(FaultSweep sweeps the paths a thread world takes)");
+    if (const xmc_path p = t.configured_path(); p != XMC_PATH_AUTO && p != path)
+        XMC_SKIP(SkipKind::Unsupported, "this run tests path " << TransferTest::path_str(p) << " only (XMC_TRANSFER_PATH)");
+    ProcessFakes fakes;
+    std::string why;
+    fakes.dc = driver_control(api, &why);
+    if (!fakes.dc) XMC_SKIP(SkipKind::Unsupported, "the faults are injected through the fake driver: " << why);
+    if (!resolve_hooks(*fakes.dc, &fakes.cuda, &why)) XMC_SKIP(SkipKind::Unsupported, why);
+    if (path == XMC_PATH_NCCL && !(fakes.nccl = fake_nccl()).calls)
+        XMC_SKIP(SkipKind::Unsupported, "the NCCL loaded is not the fake NCCL (XMC_NCCL_LIBRARY), whose calls are swept");
+
+    const std::vector<int> all = labels_of(world().size());
+    const Case c = make_case(aff::split_even(kShape, 0, all), aff::split_even(kShape, 1, all), 4, 64);
+    // One run: the site's fault armed on its rank just before transfer_execute and disarmed just
+    // after, this process's calls and driver objects taken around the call alone.
+    auto run_site = [&](const WorldSite *site) {
+        const size_t objects_before = fakes.dc->objects_besides_contexts();
+        const uint64_t comms_before = fakes.nccl.live_comms ? fakes.nccl.live_comms() : 0;
+        xmc_open_params params{sizeof(xmc_open_params), nullptr};
+        xmc_instance *fresh = nullptr;
+        if (xmc_status st = api->open(&params, &fresh); st != XMC_OK)
+            return Failures{"test setup: open failed with " + std::string(xmc_status_string(st))};
+        RunSpec spec;
+        spec.path = path;
+        spec.source_in_slot = source_in_slot;
+        spec.op_timeout_ms = kOpTimeoutMs;
+        spec.deadline_ms = no_hang_bound_ms() + 1000;
+        struct Seen {
+            Counts made;
+            bool armed = true;
+        };
+        auto seen = std::make_shared<std::map<int, Seen>>();  // by world rank (one per process here)
+        auto mu = std::make_shared<std::mutex>();
+        int here_rank = -1;  // this process's world rank (one per process here)
+        spec.call = [&, seen, mu](const PreparedCall &pc) {
+            const bool mine = site && site->rank == pc.env.world_rank;
+            Seen s;
+            if (mine) s.armed = fakes.arm(site->entry, site->j);
+            const Counts before = fakes.counts();
+            const xmc_status st = pc.api->transfer_execute(pc.inst, &pc.args, &pc.stats);
+            const Counts after = fakes.counts();
+            if (mine) fakes.disarm();
+            for (const auto &[e, n] : after) {
+                const auto b = before.find(e);
+                if (const uint64_t d = n - (b == before.end() ? 0 : b->second)) s.made[e] = d;
+            }
+            std::lock_guard<std::mutex> lk(*mu);
+            (*seen)[pc.env.world_rank] = s;
+            here_rank = pc.env.world_rank;
+            return st;
+        };
+        Failures lines = t.run_on(api, fresh, c, spec, [&, seen, mu](const RankEnv &env, const RankResult &r, Failures &out) {
+            Seen s;
+            {
+                std::lock_guard<std::mutex> lk(*mu);
+                s = (*seen)[env.world_rank];
+            }
+            const std::string me = std::to_string(env.world_rank);
+            if (!s.armed) out.push_back("test setup: the fake refused the fault script " + fakes.script(site->entry, site->j));
+            const bool mine = site && site->rank == env.world_rank;
+            const auto it = mine ? s.made.find(site->entry) : s.made.end();
+            const bool fired = mine && it != s.made.end() && it->second >= site->j;
+            out.push_back(kOutcomeLine + me + " " + std::to_string(int(r.status)) + " " +
+                          std::to_string(r.error.native_code) + " " + (fired ? "fired" : "-"));
+            if (!site)
+                for (const auto &[e, n] : s.made) out.push_back(kCountLine + me + " " + e + " " + std::to_string(n));
+            if (r.status == XMC_OK) {
+                exact(r, out);
+            } else if (!site) {
+                status_ok(r, out);
+            } else {
+                // Every rank fails in time; the one whose call failed says so: driver_error with the
+                // injected code, naming transfer_execute (its peers may learn less than the code).
+                if (r.ms > no_hang_bound_ms())
+                    out.push_back("returned after " + std::to_string(int(r.ms)) + " ms, over the bound of " +
+                                  std::to_string(no_hang_bound_ms()) + " ms");
+                // A failure before any write may be a refusal (every rank refuses, nothing written:
+                // AFF-REFUSE-BEFORE-WRITE), still with the code.
+                if (r.status == XMC_ERR_REFUSED) refused_untouched(r, out);
+                const bool own = r.status == XMC_ERR_DRIVER || r.status == XMC_ERR_REFUSED;
+                if (mine && fired && (!own || r.error.native_code != fakes.code(site->entry) ||
+                                      std::strcmp(r.error.call, "transfer_execute") != 0))
+                    out.push_back(std::string("the rank whose ") + site->entry + " failed answered " +
+                                  xmc_status_string(r.status) + " [native " + std::to_string(r.error.native_code) +
+                                  ", call '" + r.error.call + "'] " + r.error.message +
+                                  ": not driver_error (or refused) with the injected code " +
+                                  std::to_string(fakes.code(site->entry)) + " naming transfer_execute");
+            }
+        });
+        // This process's own: its failure is reported by its rank alone.
+        const std::string here = "world rank " + std::to_string(here_rank) + ": ";
+        if (xmc_status st = api->close(fresh); st != XMC_OK)
+            lines.push_back(here + "closing the run's instance failed with " + xmc_status_string(st));
+        if (const size_t now = fakes.dc->objects_besides_contexts(); now != objects_before)
+            lines.push_back(here + "the driver holds " + std::to_string(now) + " objects besides contexts once the "
+                            "run's instance is closed, " + std::to_string(objects_before) + " before it was opened:\n" +
+                            fakes.dc->ledger_text());
+        if (const uint64_t now = fakes.nccl.live_comms ? fakes.nccl.live_comms() : 0; now != comms_before)
+            lines.push_back(here + "NCCL holds " + std::to_string(now) + " communicators once the run's instance is "
+                            "closed, " + std::to_string(comms_before) + " before it was opened");
+        return lines;
+    };
+    // The lines of one run: the counts and outcomes apart, the rest problems.
+    struct Lines {
+        std::map<std::pair<int, std::string>, uint64_t> counts;
+        int ok = 0, failed = 0;
+        bool fired = false;
+        Failures problems;
+    };
+    auto split = [](const Failures &lines) {
+        Lines l;
+        for (const std::string &x : lines) {
+            if (const size_t at = x.find(kCountLine); at != std::string::npos) {
+                std::istringstream in(x.substr(at + kCountLine.size()));
+                int rank = 0;
+                std::string e;
+                uint64_t n = 0;
+                in >> rank >> e >> n;
+                l.counts[{rank, e}] = n;
+            } else if (const size_t at2 = x.find(kOutcomeLine); at2 != std::string::npos) {
+                std::istringstream in(x.substr(at2 + kOutcomeLine.size()));
+                int rank = 0, status = 0;
+                long long native = 0;
+                std::string fired;
+                in >> rank >> status >> native >> fired;
+                (status == XMC_OK ? l.ok : l.failed) += 1;
+                l.fired = l.fired || fired == "fired";
+            } else {
+                l.problems.push_back(x);
+            }
+        }
+        return l;
+    };
+
+    // Two clean runs: the sites, and the entries whose count varies with timing (a poll).
+    const Lines first = split(run_site(nullptr)), second = split(run_site(nullptr));
+    // A transfer that fails with no fault injected is the business of the requirement it breaks
+    // (AFF-PATH, AFF-EXEC-EXACT report it); this one has nothing to sweep then.
+    if (!first.problems.empty() || !second.problems.empty())
+        XMC_SKIP(SkipKind::Unsupported, "the transfer on path " << path_name << " fails with no fault injected, so "
+                 "there is no clean run to sweep (its own requirement reports it): "
+                 << join(!first.problems.empty() ? first.problems : second.problems));
+    const int swept = std::min(world().size(), kSweptRanksAtMost);
+    std::vector<WorldSite> sites;
+    std::set<std::string> varying;
+    for (const auto &[key, n] : first.counts) {
+        if (key.first >= swept) continue;
+        const auto o = second.counts.find(key);
+        const uint64_t m = o == second.counts.end() ? 0 : o->second;
+        if (m != n) varying.insert(key.second);
+        for (uint64_t j = 1; j <= std::min(n, m); ++j) sites.push_back({key.first, key.second, j});
+    }
+    ASSERT_FALSE(sites.empty()) << "the clean run made no driver call inside transfer_execute on path " << path_name;
+
+    int failing = 0, recovered = 0, unreached = 0;
+    std::set<std::string> entries;
+    std::string recovered_names;
+    for (const WorldSite &site : sites) {
+        entries.insert(site.entry);
+        const Lines l = split(run_site(&site));
+        if (l.ok > 0 && l.failed > 0)
+            ADD_FAILURE() << "AFF-NO-HANG: failing " << site.name() << " on path " << path_name << ": " << l.ok
+                          << " rank(s) reported success while " << l.failed << " failed\n"
+                          << join(l.problems);
+        else
+            EXPECT_TRUE(all_ranks_passed(l.problems)) << "failing " << site.name() << " on path " << path_name;
+        if (l.failed > 0) ++failing;
+        else if (l.fired) ++recovered, recovered_names += "  " + site.name() + "\n";
+        else ++unreached;
+    }
+    std::cout << "fault sweep of path " << path_name << (source_in_slot ? " (sources in slots)" : "") << " across "
+              << world().size() << " processes: " << sites.size() << " sites of " << entries.size()
+              << " entries on world ranks 0-" << swept - 1 << ": " << failing << " failed every rank, " << recovered
+              << " recovered, " << unreached << " not reached (a count that varies: "
+              << (varying.empty() ? std::string("none") : comma_list(varying)) << ")\n"
+              << recovered_names;
+    ::testing::Test::RecordProperty("world_sweep_sites", int(sites.size()));
+}
+
+TEST_P(TransferTest, AFF_NO_HANG_FaultSweepOfTheIpcPathFailsEveryProcessInTimeWithTheCode) {
+    sweep_between_processes(*this, api, XMC_PATH_IPC, false);
+}
+
+// The same with every source in a slot: a peer imports it by a file descriptor of its physical
+// memory (export, import, map, set access), not by a legacy IPC handle.
+TEST_P(TransferTest, AFF_NO_HANG_FaultSweepOfTheIpcPathFromSlotsFailsEveryProcessInTimeWithTheCode) {
+    sweep_between_processes(*this, api, XMC_PATH_IPC, true);
+}
+
+TEST_P(TransferTest, AFF_NO_HANG_FaultSweepOfTheNcclPathFailsEveryProcessInTimeWithTheCode) {
+    sweep_between_processes(*this, api, XMC_PATH_NCCL, false);
 }
 
 } // namespace

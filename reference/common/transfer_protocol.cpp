@@ -829,7 +829,7 @@ xmc_status agree(xmc_instance *inst, const xmc_transfer_args *args, xmc_transfer
         offer.node = node_token();
         offer.index = g->my_index;
         offer.forced = int32_t(a.path);
-        offer.can = why.empty() ? ex.paths(a, why_not) : 0;
+        offer.can = why.empty() ? ex.paths(a, why_not, &w.native) : 0;
         offer.refused = why.empty() ? 0 : 1;
         std::vector<PathOffer> offers(size_t(g->size));
         xmc_status s = transport_status(tp.all_gather(tp.ctx, &offer, offers.data(), sizeof offer, g->timeout_ms));

@@ -204,7 +204,9 @@ public:
     virtual std::string check_memory(const xmc_shard_buffer &b, const std::string &side) = 0;
     // AFF-PATH: the paths this rank can take in this call (path_bit()s), after check_memory; for a
     // path it cannot take, why not in why_not[path] (used when a forced path is refused).
-    virtual uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_]) = 0;
+    // A driver call that failed while deciding sets *native (Work::native: a refusal that follows
+    // is then this rank's driver_error with that code).
+    virtual uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_], int64_t *native) = 0;
     // After the plan checks, before the agreement: allocate staging (w.chunk bytes at most per peer
     // direction) and wait for work queued on the caller's stream. Why it refuses, or "".
     virtual std::string prepare(const xmc_transfer_args &a, Work &w) = 0;

@@ -60,6 +60,7 @@ struct PeerInfo {
     xmc_shard_buffer source;
     int32_t has_source;
     int32_t index;
+    int64_t failed;  // this rank failed before the exchange (its context): the driver's code, else 0
 };
 constexpr uint64_t kPeerMagic = 0x786d632d70656572ull;  // "xmc-peer"
 
@@ -103,10 +104,10 @@ public:
 
     // AFF-PATH: direct pulls (peers in this address space), IPC pulls (where this rank's memory
     // can be shared), staging over the transport, and NCCL where it loads.
-    uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_]) override {
+    uint32_t paths(const xmc_transfer_args &a, std::string why_not[XMC_PATH_COUNT_], int64_t *native) override {
         uint32_t can = transfer::path_bit(XMC_PATH_DIRECT) | transfer::path_bit(XMC_PATH_STAGED);
         CtxScope scope(d_, stream_.ctx);  // pointer queries in the call's context
-        why_not[XMC_PATH_IPC] = ipc_.why_not(a);
+        why_not[XMC_PATH_IPC] = ipc_.why_not(a, native);
         if (why_not[XMC_PATH_IPC].empty()) can |= transfer::path_bit(XMC_PATH_IPC);
         if (std::string why = nccl_unavailable(); why.empty()) can |= transfer::path_bit(XMC_PATH_NCCL);
         else why_not[XMC_PATH_NCCL] = why;
@@ -155,7 +156,16 @@ public:
     xmc_status move(const xmc_transfer_args &a, transfer::Work &w, uint64_t call_tag,
                     xmc_transfer_stats &st) override {
         CtxScope scope(d_, stream_.ctx);
-        if (scope.result() != CUDA_SUCCESS) return fail(scope.result(), "cuCtxPushCurrent");
+        // AFF-NO-HANG: a rank whose context cannot be made current still takes part in the
+        // exchange of buffers, as failed, so that its peers' gathers meet its own and every rank
+        // stops there. It returned at once, and its completion vote met a peer's gather of buffer
+        // descriptors: gloo aborts a process whose gathers differ in size (the fault sweep between
+        // processes, failing a rank's cuCtxPushCurrent).
+        if (scope.result() != CUDA_SUCCESS) {
+            const xmc_status failed = fail(scope.result(), "cuCtxPushCurrent");
+            if (!(keep_ && ipc_.is_open())) exchange_buffers(a, int64_t(scope.result()));  // (a later run: none)
+            return failed;
+        }
         xmc_status s = move_all(a, w, call_tag, st);
         // AFF-NO-HANG: both streams drained before the vote, even after a failure.
         // Whatever happened, nothing this rank queued may still run once it votes.
@@ -390,38 +400,51 @@ private:
         return fail(r, "cuCtxEnablePeerAccess");
     }
 
-    xmc_status move_all(const xmc_transfer_args &a, transfer::Work &w, uint64_t call_tag, xmc_transfer_stats &st) {
-        const size_t elem = a.elem_size;
+    // Who shares this address space, and their sources (`failed`: this rank's own failure before
+    // it, which its peers learn here). Every rank that agreed takes part, whatever happens to it.
+    xmc_status exchange_buffers(const xmc_transfer_args &a, int64_t failed, std::vector<PeerInfo> *out = nullptr) {
         const xmc_group &g = *a.group;
-        // Who shares this address space, and their sources: first, so that every rank that agreed
-        // takes part in this exchange whatever happens to its copies.
         PeerInfo mine{};
         mine.magic = kPeerMagic;
         mine.process = transfer::process_token();
         mine.has_source = a.source.ptr ? 1 : 0;
         if (a.source.ptr) mine.source = a.source;
         mine.index = g.my_index;
-        // A prepared transfer's later runs (connected on every rank: the run vote) reuse the first
-        // run's exchange: its buffers are the prepared ones.
-        std::vector<PeerInfo> info = keep_ && ipc_.is_open() ? peers_ : std::vector<PeerInfo>{};
+        mine.failed = failed;
+        std::vector<PeerInfo> info(size_t(g.size), mine);
         const xmc_transport &tp = *g.transport;
-        if (info.empty()) {
-            info.assign(size_t(g.size), mine);
-            if (xmc_status s = g.size == 1 ? XMC_OK
-                               : transfer::transport_status(tp.all_gather(tp.ctx, &mine, info.data(), sizeof mine, g.timeout_ms));
-                s != XMC_OK)
-                return be::fail(inst_, s, 0, kCall, "%s: exchanging buffers over transport '%s' failed: %s", kCall,
-                                tp.name ? tp.name : "?", xmc_status_string(s));
-        }
+        if (xmc_status s = g.size == 1 ? XMC_OK
+                           : transfer::transport_status(tp.all_gather(tp.ctx, &mine, info.data(), sizeof mine, g.timeout_ms));
+            s != XMC_OK)
+            return failed ? s : be::fail(inst_, s, 0, kCall, "%s: exchanging buffers over transport '%s' failed: %s", kCall,
+                                         tp.name ? tp.name : "?", xmc_status_string(s));
+        if (out) *out = std::move(info);
+        return XMC_OK;
+    }
+
+    xmc_status move_all(const xmc_transfer_args &a, transfer::Work &w, uint64_t call_tag, xmc_transfer_stats &st) {
+        const size_t elem = a.elem_size;
+        const xmc_group &g = *a.group;
+        // First, so that every rank that agreed takes part in this exchange whatever happens to
+        // its copies. A prepared transfer's later runs (connected on every rank: the run vote)
+        // reuse the first run's exchange: its buffers are the prepared ones.
+        std::vector<PeerInfo> info = keep_ && ipc_.is_open() ? peers_ : std::vector<PeerInfo>{};
+        if (info.empty())
+            if (xmc_status s = exchange_buffers(a, 0, &info); s != XMC_OK) return s;
+        const uint64_t my_process = transfer::process_token();
         std::vector<char> direct(size_t(g.size), 0);
         for (int p = 0; p < g.size; ++p) {
             const PeerInfo &pi = info[size_t(p)];
             if (pi.magic != kPeerMagic || pi.index != p)
                 return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall,
                                 "%s: rank %d's buffer descriptor is not this executor's", kCall, g.ranks[p]);
+            if (pi.failed != 0)
+                return be::fail(inst_, XMC_ERR_PEER_FAILED, pi.failed, kCall,
+                                "%s: rank %d failed before the exchange of buffers (its context could not be made "
+                                "current: native code %lld)", kCall, g.ranks[p], static_cast<long long>(pi.failed));
             // AFF-PATH: the agreed path; direct needs the peer's buffer in this address space.
             direct[size_t(p)] = p != w.me && w.path[size_t(p)] == XMC_PATH_DIRECT;
-            if (direct[size_t(p)] && pi.process != mine.process)
+            if (direct[size_t(p)] && pi.process != my_process)
                 return be::fail(inst_, XMC_ERR_PEER_FAILED, 0, kCall,
                                 "%s: the agreed path to rank %d is direct, but it is in another process", kCall,
                                 g.ranks[p]);

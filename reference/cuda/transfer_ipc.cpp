@@ -103,15 +103,17 @@ std::string IpcPath::classify(const xmc_shard_buffer &b, size_t elem, Share *s) 
     int legacy = 0;  // the driver writes a boolean; zeroed so that any width reads right
     if (CUresult r = d_.cuPointerGetAttribute(&legacy, CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE, ptr);
         r != CUDA_SUCCESS)
-        return "the driver does not know this rank's source (cuPointerGetAttribute failed with " +
+        return s->native = r, "the driver does not know this rank's source (cuPointerGetAttribute failed with " +
                std::string(d_.result_name(r)) + ")";
     CUpointer_attribute start_attr = CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, size_attr = CU_POINTER_ATTRIBUTE_RANGE_SIZE;
     if (legacy) {
         s->kind = kLegacy;
     } else {
         uint64_t types = 0;
-        if (d_.cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, ptr) != CUDA_SUCCESS ||
-            !(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
+        if (CUresult r = d_.cuPointerGetAttribute(&types, CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES, ptr); r != CUDA_SUCCESS)
+            return s->native = r, "cuPointerGetAttribute (its handle types) of this rank's source failed with " +
+                                      std::string(d_.result_name(r));
+        if (!(types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
             return "this rank's source is neither cuMemAlloc memory nor VMM memory created for POSIX file descriptors";
         if (!d_.missing_ipc_vmm.empty()) return "the driver " + d_.library + " does not export " + d_.missing_ipc_vmm;
         if (!d_.missing_vmm.empty()) return "the driver " + d_.library + " does not export " + d_.missing_vmm;
@@ -119,9 +121,9 @@ std::string IpcPath::classify(const xmc_shard_buffer &b, size_t elem, Share *s) 
         start_attr = CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, size_attr = CU_POINTER_ATTRIBUTE_MAPPING_SIZE;
     }
     if (CUresult r = d_.cuPointerGetAttribute(&s->start, start_attr, ptr); r != CUDA_SUCCESS)
-        return "cuPointerGetAttribute of this rank's source failed with " + std::string(d_.result_name(r));
+        return s->native = r, "cuPointerGetAttribute of this rank's source failed with " + std::string(d_.result_name(r));
     if (CUresult r = d_.cuPointerGetAttribute(&s->size, size_attr, ptr); r != CUDA_SUCCESS)
-        return "cuPointerGetAttribute of this rank's source failed with " + std::string(d_.result_name(r));
+        return s->native = r, "cuPointerGetAttribute of this rank's source failed with " + std::string(d_.result_name(r));
     int64_t lo = 0, hi = 0;
     transfer::reach(b, &lo, &hi);  // checked by the protocol: no overflow
     const uint64_t first = ptr + uint64_t(lo) * elem, end = ptr + uint64_t(hi + 1) * elem;
@@ -131,13 +133,15 @@ std::string IpcPath::classify(const xmc_shard_buffer &b, size_t elem, Share *s) 
     return "";
 }
 
-std::string IpcPath::why_not(const xmc_transfer_args &a) {
+std::string IpcPath::why_not(const xmc_transfer_args &a, int64_t *native) {
     if (!d_.usable) return d_.why;
     if (!d_.missing_ipc.empty()) return "the driver " + d_.library + " does not export " + d_.missing_ipc;
     if (!a.source.ptr) return "";
     if (a.source.kind != XMC_MEM_DEVICE) return "path ipc shares device memory, and this rank's source is host memory";
     Share s;
-    return classify(a.source, a.elem_size, &s);
+    std::string why = classify(a.source, a.elem_size, &s);
+    if (s.native != CUDA_SUCCESS) *native = int64_t(s.native);
+    return why;
 }
 
 xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, uint64_t call_tag, CUdevice device) {
@@ -167,6 +171,9 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
     if (read_by && why.empty()) {
         Share s;
         why = classify(a.source, a.elem_size, &s);
+        // The driver's failure is this rank's own (driver_error with its code), not a peer's: it
+        // said peer_failed with no code (the fault sweep between processes).
+        if (s.native != CUDA_SUCCESS) native = s.native, call = "cuPointerGetAttribute of its source";
         const auto ptr = reinterpret_cast<CUdeviceptr>(a.source.ptr);
         if (why.empty() && s.kind != kNone) {
             mine.kind = s.kind, mine.offset = ptr - s.start, mine.size = s.size, mine.source = a.source;
@@ -181,7 +188,7 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
                 native = d_.cuMemRetainAllocationHandle(&h, a.source.ptr);
                 if (native == CUDA_SUCCESS) {
                     native = d_.cuMemExportToShareableHandle(&exported_, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-                    d_.cuMemRelease(h);  // the retain only; the source's owner holds the handle
+                    release({Leftover::kRelease, 0, 0, h});  // the retain only; the source's owner holds the handle
                     if (native != CUDA_SUCCESS) exported_ = -1;
                 }
                 if (native != CUDA_SUCCESS) {
@@ -277,13 +284,13 @@ xmc_status IpcPath::open(const xmc_transfer_args &a, const transfer::Work &w, ui
                 r = d_.cuMemSetAccess(o.base, o.size, &access, 1);
                 if (r != CUDA_SUCCESS) s = fail(r, "cuMemSetAccess" + whose);
             } else {
-                d_.cuMemAddressFree(o.base, o.size);
+                release({Leftover::kFree, o.base, o.size, 0});
                 s = fail(m, "cuMemMap" + whose);
             }
         } else {
             s = fail(r, "cuMemAddressReserve for" + whose);
         }
-        d_.cuMemRelease(h);  // the mapping holds the memory from here on
+        release({Leftover::kRelease, 0, 0, h});  // the mapping holds the memory from here on
     }
     for (int fd : fds)
         if (fd >= 0) ::close(fd);
@@ -348,20 +355,35 @@ xmc_status IpcPath::pull(const xmc_transfer_args &a, const transfer::Work &w, xm
     return XMC_OK;
 }
 
+CUresult IpcPath::release(const Leftover &l) {
+    CUresult r = CUDA_SUCCESS;
+    switch (l.what) {
+    case Leftover::kCloseLegacy: r = d_.cuIpcCloseMemHandle(l.base); break;
+    case Leftover::kUnmap: r = d_.cuMemUnmap(l.base, l.size); break;
+    case Leftover::kFree: r = d_.cuMemAddressFree(l.base, l.size); break;
+    case Leftover::kRelease: r = d_.cuMemRelease(l.handle); break;
+    }
+    if (r != CUDA_SUCCESS) leftover_.push_back(l);
+    return r;
+}
+
 xmc_status IpcPath::close(bool report) {
     xmc_status first = XMC_OK;
-    auto failed = [&](CUresult r, const char *what) {
-        if (r == CUDA_SUCCESS || first != XMC_OK) return;
-        first = report ? fail(r, std::string(what) + " of a peer's source") : status_of(r);
-    };
+    static const char *const kName[] = {"cuIpcCloseMemHandle", "cuMemUnmap", "cuMemAddressFree", "cuMemRelease"};
+    // Earlier releases the driver refused first, in their order (an unmap before its free).
+    std::vector<Leftover> todo;
+    todo.swap(leftover_);
     for (const Opened &o : opened_) {
         if (o.kind == kLegacy) {
-            failed(d_.cuIpcCloseMemHandle(o.base), "cuIpcCloseMemHandle");
+            todo.push_back({Leftover::kCloseLegacy, o.base, 0, 0});
         } else {
-            failed(d_.cuMemUnmap(o.base, o.size), "cuMemUnmap");
-            failed(d_.cuMemAddressFree(o.base, o.size), "cuMemAddressFree");
+            todo.push_back({Leftover::kUnmap, o.base, o.size, 0});
+            todo.push_back({Leftover::kFree, o.base, o.size, 0});
         }
     }
+    for (const Leftover &l : todo)
+        if (const CUresult r = release(l); r != CUDA_SUCCESS && first == XMC_OK)
+            first = report ? fail(r, std::string(kName[l.what]) + " of a peer's source") : status_of(r);
     opened_.clear();
     info_.clear();
     open_ = false;

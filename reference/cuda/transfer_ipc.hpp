@@ -21,7 +21,8 @@ public:
 
     // AFF-PATH: why this rank cannot take path IPC in this call, or "" when it can: the driver's
     // IPC entry points, and a source (if any) that is device memory the driver can share.
-    std::string why_not(const xmc_transfer_args &a);
+    // A driver call that failed on the way sets *native (the rank then fails with its code).
+    std::string why_not(const xmc_transfer_args &a, int64_t *native);
     // Step 5, first, on every rank of a group in which any pair takes path IPC (every rank takes
     // part in its exchange, whatever fails on it): shares this rank's source with its readers and
     // opens the sources of the peers it reads from, in the current context; `device` gets access
@@ -61,7 +62,20 @@ private:
         Kind kind = kNone;
         CUdeviceptr start = 0;
         size_t size = 0;
+        CUresult native = CUDA_SUCCESS;  // the driver call that failed in classify(), if one did
     };
+    // A release the driver refused, tried again by the next close() (the destructor's at the
+    // latest): a failed cuMemUnmap, cuMemAddressFree or cuMemRelease of a peer's source leaked it
+    // for good (the fault sweep between processes).
+    struct Leftover {
+        enum What { kCloseLegacy, kUnmap, kFree, kRelease } what;
+        CUdeviceptr base = 0;
+        size_t size = 0;
+        CUmemGenericAllocationHandle handle = 0;
+    };
+    // Calls the driver's release for `l`; keeps it for the next close() when that fails.
+    CUresult release(const Leftover &l);
+    std::vector<Leftover> leftover_;
     struct Opened {  // a peer's source opened here
         int peer = -1;
         Kind kind = kNone;

@@ -98,7 +98,7 @@ public:
         return "";
     }
 
-    uint32_t paths(const xmc_transfer_args &, std::string why_not[XMC_PATH_COUNT_]) override {
+    uint32_t paths(const xmc_transfer_args &, std::string why_not[XMC_PATH_COUNT_], int64_t *) override {
         for (xmc_path p : {XMC_PATH_DIRECT, XMC_PATH_IPC, XMC_PATH_NCCL})
             why_not[p] = "the host backend moves data over the group's transport only";
         return transfer::path_bit(XMC_PATH_STAGED);
