@@ -42,7 +42,13 @@ const char *const kCudaEntries[] = {
     "cuMemcpyDtoHAsync", "cuMemcpyDtoDAsync", "cuMemcpy2DAsync", "cuMemcpy3DAsync", "cuMemcpyPeerAsync", "cuMemcpy3DPeerAsync",
     "cuMemsetD8Async", "cuMemcpy", "cuMemcpyHtoD", "cuMemcpyDtoH", "cuMemcpyDtoD", "cuMemsetD8",
     "cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemAddressFree", "cuMemCreate", "cuMemRelease",
-    "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess", "cuStreamWaitValue32", "cuStreamWriteValue32"};
+    "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemGetAccess", "cuStreamWaitValue32", "cuStreamWriteValue32",
+    // Host allocations, stream capture and graphs, and the IPC path's sharing (only processes of
+    // their own make these: the sweep between processes missed them all until it checked the total).
+    "cuMemAllocHost", "cuMemHostAlloc", "cuMemFreeHost", "cuStreamBeginCapture", "cuStreamEndCapture",
+    "cuStreamIsCapturing", "cuStreamGetCaptureInfo", "cuGraphInstantiateWithFlags", "cuGraphLaunch",
+    "cuGraphExecDestroy", "cuGraphDestroy", "cuIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcCloseMemHandle",
+    "cuMemRetainAllocationHandle", "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle"};
 
 const char *const kZeEntries[] = {
     "zeInit", "zeDriverGet", "zeDriverGetApiVersion", "zeDriverGetProperties", "zeDriverGetExtensionProperties",

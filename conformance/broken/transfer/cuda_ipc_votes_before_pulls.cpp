@@ -1,4 +1,4 @@
-// xmc-selftest: fails AFF-RESULT
+// xmc-selftest: fails AFF-RESULT,AFF-NO-HANG
 // xmc-selftest: base cuda
 // xmc-selftest: multirank 2
 // xmc-selftest: env XMC_TRANSFER_PATH=ipc
@@ -8,7 +8,9 @@
 // lets each source's owner return, and free its source, while a reader still pulls from it: the
 // reader copies freed memory (zeros on the fake) into its target, and reports success. Caught
 // where a sender frees its source as soon as it returns while the copies run late (AFF-RESULT's
-// one-way test). Here, while a peer's source is open, the wait for the call's stream (where the
+// one-way test). A close put off past the vote that the driver then refuses is lost, neither
+// reported nor tried again: the fault sweep between processes (AFF-NO-HANG) finds the handle still
+// open once the instance is closed. Here, while a peer's source is open, the wait for the call's stream (where the
 // pulls go) returns at once, and the closes are put off until that stream is done, after the vote.
 #include "cuda_broken.hpp"
 
