@@ -7,6 +7,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -24,9 +25,10 @@ int status_of(const std::exception &e) {
 
 } // namespace
 
-std::shared_ptr<gloo::transport::Device> gloo_loopback_device() {
+std::shared_ptr<gloo::transport::Device> gloo_device() {
     gloo::transport::tcp::attr attr;
-    attr.hostname = "127.0.0.1";
+    if (const char *iface = std::getenv("XMC_GLOO_IFACE"); iface && *iface) attr.iface = iface;
+    else attr.hostname = "127.0.0.1";
     return gloo::transport::tcp::CreateDevice(attr);
 }
 

@@ -21,8 +21,9 @@ class Device;
 
 namespace xmc::conformance {
 
-// gloo's TCP device on 127.0.0.1: one per process, shared by its groups.
-std::shared_ptr<gloo::transport::Device> gloo_loopback_device();
+// gloo's TCP device, one per process, shared by its groups: on 127.0.0.1, or on the interface
+// XMC_GLOO_IFACE names (ranks on several hosts: multirank/run_two_hosts.sh's network namespaces).
+std::shared_ptr<gloo::transport::Device> gloo_device();
 
 // This process's end of one group. send and recv give up after op_timeout_ms; all_gather after
 // the timeout it is given. After a timeout gloo closes every connection of the group, so any

@@ -35,7 +35,7 @@ class ProcsGlooWorld : public World {
 public:
     ProcsGlooWorld(int rank, int size, const std::string &store_dir)
         : rank_(rank), size_(size), store_(std::make_unique<gloo::rendezvous::FileStore>(store_dir)),
-          device_(gloo_loopback_device()),
+          device_(gloo_device()),
           harness_(std::make_unique<GlooGroup>(device_, *store_, "harness", rank, size, kHarnessTimeoutMs)) {
         signal(SIGALRM, on_deadline);
     }

@@ -184,7 +184,7 @@ int main(int argc, char **argv) {
         }
         MPI_Bcast(path, sizeof path, MPI_CHAR, 0, MPI_COMM_WORLD);
         auto store = std::make_unique<gloo::rendezvous::FileStore>(path);
-        auto group = std::make_unique<GlooGroup>(gloo_loopback_device(), *store, "ipc-bench", rank, size, 60000);
+        auto group = std::make_unique<GlooGroup>(gloo_device(), *store, "ipc-bench", rank, size, 60000);
         const int32_t labels[2] = {0, 1};
         Counted counted(group->transport());
         xmc_group g{rank, 2, labels, &counted.t, 60000};

@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
             folder = path;
             store = std::make_unique<gloo::rendezvous::FileStore>(folder);
         }
-        auto device = gloo_loopback_device();
+        auto device = gloo_device();
         auto group = std::make_unique<GlooGroup>(device, *store, "throughput", rank, size, 60000);
         const xmc_transport *tp = group->transport();
         std::vector<int32_t> labels(size_t(size), 0);
@@ -177,10 +177,12 @@ int main(int argc, char **argv) {
             {"reshard", aff::split_even({side, side}, 0, ranks), aff::split_even({side, side}, 1, ranks), false},
         };
         const bool can_prepare = (host->api->capabilities & XMC_CAP_TRANSFER_PREPARED) != 0;
+        const char *iface = std::getenv("XMC_GLOO_IFACE");  // gloo_device(): hosts joined by that interface
+        const std::string over = iface && *iface ? std::string("TCP on interface ") + iface : "TCP on loopback";
         if (rank == 0)
-            std::printf("xmc_multirank_throughput: %d ranks over gloo (TCP on loopback), host executor, staging budget "
+            std::printf("xmc_multirank_throughput: %d ranks over gloo (%s), host executor, staging budget "
                         "%lld MiB, median of %d after a warm-up\n%-8s %10s %14s %14s %10s %10s %10s %10s %12s\n",
-                        size, (long long)budget_mib, repeat, "case", "cross MiB", "one-shot GB/s", "prepared GB/s",
+                        size, over.c_str(), (long long)budget_mib, repeat, "case", "cross MiB", "one-shot GB/s", "prepared GB/s",
                         "gloo GB/s", "memcpy GB/s", "one-shot", "prepared", "prep/memcpy");
         std::string json = "{\"ranks\": " + std::to_string(size) + ", \"mib\": " + std::to_string(mib) +
                            ", \"repeat\": " + std::to_string(repeat) + ", \"cases\": [";
