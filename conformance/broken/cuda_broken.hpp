@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <set>
 
 namespace xmc::broken_cuda {
 
@@ -30,6 +31,39 @@ inline void interpose_pointer_attribute(PointerAttribute fn, PointerAttribute *r
         d.cuPointerGetAttribute = fn;
     });
 }
+
+// The reference's transfer_execute, after Swap replaced entries of this process's driver (or
+// NCCL) table once: the bugs on the error paths between processes, which lie in what the
+// reference's own calls are answered. plant(): t.transfer_execute = transfer_after_swap<swap>.
+template <void (*Swap)()>
+xmc_status transfer_after_swap(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
+    static std::once_flag once;
+    std::call_once(once, Swap);
+    return reference()->transfer_execute(inst, a, st);
+}
+
+// The physical handles this process imported from its peers (cuMemImportFromShareableHandle),
+// for the bugs on a reader's error paths: track() (from a Swap) puts the recording entry in place.
+namespace imports {
+inline std::mutex mu;
+inline std::set<CUmemGenericAllocationHandle> handles;
+inline decltype(xmc::cuda::Driver::cuMemImportFromShareableHandle) real = nullptr;
+inline CUresult CUDAAPI recorded(CUmemGenericAllocationHandle *h, void *fd, CUmemAllocationHandleType type) {
+    const CUresult r = real(h, fd, type);
+    std::lock_guard<std::mutex> lock(mu);
+    if (r == CUDA_SUCCESS) handles.insert(*h);
+    return r;
+}
+inline bool has(CUmemGenericAllocationHandle h) {
+    std::lock_guard<std::mutex> lock(mu);
+    return handles.count(h) != 0;
+}
+inline void track() {
+    xmc::cuda::Driver &d = xmc::cuda::Driver::get();
+    real = d.cuMemImportFromShareableHandle;
+    d.cuMemImportFromShareableHandle = recorded;
+}
+} // namespace imports
 
 } // namespace xmc::broken_cuda
 

@@ -10,19 +10,13 @@
 // cuIpcCloseMemHandle answers success and does nothing.
 #include "cuda_broken.hpp"
 
-#include <mutex>
-
 namespace xmc::broken_cuda {
 namespace {
 CUresult CUDAAPI never_close(CUdeviceptr) { return CUDA_SUCCESS; }
 
-xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    static std::once_flag once;
-    std::call_once(once, [] { xmc::cuda::Driver::get().cuIpcCloseMemHandle = never_close; });
-    return reference()->transfer_execute(inst, a, st);
-}
+void swap() { xmc::cuda::Driver::get().cuIpcCloseMemHandle = never_close; }
 } // namespace
 
-void plant(xmc_backend &t) { t.transfer_execute = transfer_execute; }
+void plant(xmc_backend &t) { t.transfer_execute = transfer_after_swap<swap>; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_ipc_handle_never_closed")

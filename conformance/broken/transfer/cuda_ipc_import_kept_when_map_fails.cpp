@@ -1,6 +1,7 @@
 // xmc-selftest: fails AFF-NO-HANG
 // xmc-selftest: base cuda
 // xmc-selftest: multirank 2
+// xmc-selftest: filter AFF-NO-HANG
 // xmc-selftest: env XMC_TRANSFER_PATH=ipc
 // xmc-selftest: env RC_PARAMS=max_success=10
 // Bug (path IPC from slots, on CUDA, on an error path): a reader that imported a peer's physical
@@ -12,54 +13,34 @@
 // and does nothing for an imported handle whose map failed.
 #include "cuda_broken.hpp"
 
-#include <set>
-
 namespace xmc::broken_cuda {
 namespace {
-using Import = decltype(xmc::cuda::Driver::cuMemImportFromShareableHandle);
-using Map = decltype(xmc::cuda::Driver::cuMemMap);
-using Release = decltype(xmc::cuda::Driver::cuMemRelease);
-Import real_import = nullptr;
-Map real_map = nullptr;
-Release real_release = nullptr;
+decltype(xmc::cuda::Driver::cuMemMap) real_map = nullptr;
+decltype(xmc::cuda::Driver::cuMemRelease) real_release = nullptr;
 std::mutex mu;
-std::set<CUmemGenericAllocationHandle> imported, unmapped;  // imported here; of those, a map failed
+std::set<CUmemGenericAllocationHandle> unmapped;  // imported handles whose map failed
 
-CUresult CUDAAPI import(CUmemGenericAllocationHandle *h, void *fd, CUmemAllocationHandleType type) {
-    const CUresult r = real_import(h, fd, type);
-    if (r == CUDA_SUCCESS) {
-        std::lock_guard<std::mutex> lock(mu);
-        imported.insert(*h);
-    }
-    return r;
-}
 CUresult CUDAAPI map(CUdeviceptr p, size_t size, size_t offset, CUmemGenericAllocationHandle h, unsigned long long f) {
     const CUresult r = real_map(p, size, offset, h, f);
     std::lock_guard<std::mutex> lock(mu);
-    if (r != CUDA_SUCCESS && imported.count(h)) unmapped.insert(h);
+    if (r != CUDA_SUCCESS && imports::has(h)) unmapped.insert(h);
     return r;
 }
 CUresult CUDAAPI release(CUmemGenericAllocationHandle h) {
     {
         std::lock_guard<std::mutex> lock(mu);
-        imported.erase(h);
         if (unmapped.erase(h)) return CUDA_SUCCESS;  // the bug: forgotten on the error path
     }
     return real_release(h);
 }
-
-xmc_status transfer_execute(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
-    static std::once_flag once;
-    std::call_once(once, [] {
-        xmc::cuda::Driver &d = xmc::cuda::Driver::get();
-        real_import = d.cuMemImportFromShareableHandle, d.cuMemImportFromShareableHandle = import;
-        real_map = d.cuMemMap, d.cuMemMap = map;
-        real_release = d.cuMemRelease, d.cuMemRelease = release;
-    });
-    return reference()->transfer_execute(inst, a, st);
+void swap() {
+    imports::track();
+    xmc::cuda::Driver &d = xmc::cuda::Driver::get();
+    real_map = d.cuMemMap, d.cuMemMap = map;
+    real_release = d.cuMemRelease, d.cuMemRelease = release;
 }
 } // namespace
 
-void plant(xmc_backend &t) { t.transfer_execute = transfer_execute; }
+void plant(xmc_backend &t) { t.transfer_execute = transfer_after_swap<swap>; }
 } // namespace xmc::broken_cuda
 XMC_BROKEN_CUDA_BACKEND("broken_cuda_ipc_import_kept_when_map_fails")
