@@ -579,7 +579,6 @@ constexpr const char *kNcclEntries[] = {"ncclGetVersion", "ncclGetUniqueId", "nc
                                         "ncclCommGetAsyncError", "ncclSend", "ncclRecv",
                                         "ncclGroupStart", "ncclGroupEnd"};
 constexpr int64_t kNcclInjected = kNcclSystemError;
-constexpr int kSweptRanksAtMost = 2;
 
 // One rank process's fakes: counters of every entry (the CUDA driver's, and the NCCL's on the
 // NCCL path), and a fault aimed at the j-th call of one of them.
@@ -636,6 +635,11 @@ void sweep_between_processes(TransferTest &t, const xmc_backend *api, xmc_path p
     if (std::string(world().name()) == "threads")
         XMC_SKIP(SkipKind::Unsupported, "ranks are threads of one process, where a fault cannot be aimed at one rank "
                                         "(FaultSweep sweeps the paths a thread world takes)");
+    // The sites are the calls of world ranks 0 and 1, which a world of 2 meets as one of 4 does;
+    // at 4 ranks the sweep took 34 s of the PR gate's multirank runs (the np2 runs sweep).
+    if (world().size() > 2)
+        XMC_SKIP(SkipKind::Unsupported, "swept in worlds of 2 processes (the np2 runs, xmc qualify's --procs 2); "
+                                        "this world has " << world().size());
     if (const xmc_path p = t.configured_path(); p != XMC_PATH_AUTO && p != path)
         XMC_SKIP(SkipKind::Unsupported, "this run tests path " << TransferTest::path_str(p) << " only (XMC_TRANSFER_PATH)");
     ProcessFakes fakes;
@@ -789,7 +793,7 @@ void sweep_between_processes(TransferTest &t, const xmc_backend *api, xmc_path p
         XMC_SKIP(SkipKind::Unsupported, "the transfer on path " << path_name << " fails with no fault injected, so "
                  "there is no clean run to sweep (its own requirement reports it): "
                  << join(!first.problems.empty() ? first.problems : second.problems));
-    const int swept = std::min(world().size(), kSweptRanksAtMost);
+    const int swept = world().size();
     std::vector<WorldSite> sites;
     std::set<std::string> varying;
     for (const auto &[key, n] : first.counts) {
