@@ -759,11 +759,32 @@ XMC_FAKE_EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, 
     return enqueue(hStream, linear(dst, true, src, true, n));
 }
 
+// Recorded (driver 580, H100, probe cases copy_2d_rows_*): a 2-D copy whose host side starts in a
+// registration and whose rows run past its end (into a touching registration or one a page
+// further) is CUDA_ERROR_INVALID_VALUE, as source or destination; rows inside one registration
+// copy. The driver bounds the rows by the registration their first byte lies in.
+static bool rows_leave_their_registration(const Side& s, size_t width, size_t rows) {
+    if (s.device || width == 0 || rows == 0) return false;
+    size_t span = 0;
+    if (__builtin_mul_overflow(rows - 1, s.pitch, &span) || __builtin_add_overflow(span, width, &span)) return false;
+    std::lock_guard<std::mutex> lk(state().mu);
+    const auto& regs = state().registrations;
+    auto it = regs.upper_bound(s.start);
+    if (it == regs.begin()) return false;
+    --it;
+    const Registration& r = it->second;
+    if (s.start >= r.base + r.size) return false;  // not registered: pageable memory copies
+    return s.start + span > r.base + r.size;
+}
+
 XMC_FAKE_EXPORT CUresult cuMemcpy2DAsync_v2(const CUDA_MEMCPY2D* pCopy, CUstream hStream) {
     FAKE_ENTER("cuMemcpy2DAsync_v2");
     Plan p;
     CUresult r = plan_2d(pCopy, p);
-    return r != CUDA_SUCCESS ? r : enqueue(hStream, p);
+    if (r != CUDA_SUCCESS) return r;
+    if (rows_leave_their_registration(p.src, p.width, p.rows) || rows_leave_their_registration(p.dst, p.width, p.rows))
+        return CUDA_ERROR_INVALID_VALUE;
+    return enqueue(hStream, p);
 }
 
 XMC_FAKE_EXPORT CUresult cuMemcpy3DAsync_v2(const CUDA_MEMCPY3D* pCopy, CUstream hStream) {
