@@ -13,8 +13,10 @@
 # REG-THREADS and PIN-REFS time out on backends whose bug has nothing to do with them. Each
 # requirement's limit is the declared one, but at least TIMEOUT_FLOOR (default 60) seconds: the
 # declared limits fit the fake, and a real registration is slower.
-# Left out, each saying why: bugs checked between processes (`multirank`: the ipc step's mpirun
-# runs), on the fake NCCL (`fake-nccl`), by the benchmarks only (`bench-only`), those whose `env`
+# Bugs between processes (`multirank N`) run their bodies under MPIEXEC (default mpirun) -np N with
+# B/bin/xmc_multirank --expect-fail, every rank through the interposer, as their ctests run them.
+# Left out, each saying why: bugs on the fake NCCL (`fake-nccl`; one GPU cannot hold two NCCL
+# ranks), by the benchmarks only (`bench-only`), those whose `env`
 # sets the fake's own configuration (XMC_FAKE_CUDA_*, which only the fake can answer), and those
 # that declare `devices N` on a machine with fewer GPUs (nvidia-smi).
 # OUT/selftest-gpu.tsv: bug, verdict, qualify's exit, the detail. Verdicts: caught (exactly what it
@@ -35,7 +37,7 @@ fi
 one() {
   local bug=$1 src; src=$(ls "$here"/conformance/broken/*/"$bug".cpp 2>/dev/null | head -n 1)
   [ -n "$src" ] || { printf '%s\tMISSED\t-\tno conformance/broken/*/%s.cpp\n' "$bug" "$bug"; return; }
-  local fails="" may="" filter="" timeout=60 envs=() key value gpus
+  local fails="" may="" filter="" timeout=60 envs=() key value gpus nps=""
   while IFS= read -r line; do
     key=${line#// xmc-selftest: }; value=${key#* }; key=${key%% *}; [ "$value" = "$key" ] && value=""
     case $key in
@@ -52,17 +54,35 @@ one() {
                if [ -n "$gpus" ] && [ "$gpus" -lt "$value" ]; then
                  printf '%s\tleft-out\t-\tneeds %s devices, this machine has %s\n' "$bug" "$value" "$gpus"; return
                fi ;;
-      multirank|fake-nccl|bench-only) printf '%s\tleft-out\t-\t%s (not a one-process qualification)\n' "$bug" "$key"; return ;;
+      multirank) nps=${value%%,*} ;;
+      fake-nccl|bench-only) printf '%s\tleft-out\t-\t%s (not a one-process qualification)\n' "$bug" "$key"; return ;;
     esac
   done < <(grep '^// xmc-selftest: ' "$src")
   [ -n "$filter" ] || filter="${fails%%-*}-*"
   [ "$timeout" -ge "${TIMEOUT_FLOOR:-60}" ] || timeout=${TIMEOUT_FLOOR:-60}
   local lib=$b/lib/libxmc_backend_broken_$bug.so
   [ -r "$lib" ] || { printf '%s\tMISSED\t-\t%s not built\n' "$bug" "$lib"; return; }
-  local args=(qualify --backend "$lib" --procs 0 --out "$out/$bug" --filter "$filter" --timeout "$timeout")
-  if [ "$fails" != none ]; then args+=(--expect-fail "$fails"); [ -n "$may" ] && args+=(--may-fail "$may"); fi
-  env XMC_CUDA_DRIVER="$ip" RC_PARAMS=noshrink=1 "${envs[@]}" "$b/bin/xmc" "${args[@]}" >"$out/$bug.log" 2>&1
-  local rc=$?
+  local rc
+  if [ -n "$nps" ]; then
+    # A bug between processes: its bodies under mpirun, one rank per process on the one GPU, every
+    # rank's driver calls through the interposer (the world fault sweep aims its faults there), as
+    # its multirank ctest runs them over the fake.
+    local mr=$b/bin/xmc_multirank mpi=${MPIEXEC:-mpirun}
+    if [ ! -x "$mr" ] || ! command -v "$mpi" >/dev/null; then
+      printf '%s\tleft-out\t-\tmultirank: no %s or no %s\n' "$bug" "$mr" "$mpi"; return
+    fi
+    local xs=() e; for e in "${envs[@]}"; do xs+=(-x "$e"); done
+    env XMC_CUDA_DRIVER="$ip" XMC_LEDGER_EVERY_TEST=1 "${envs[@]}" timeout $((timeout * 5)) "$mpi" -np "$nps" \
+      --allow-run-as-root --oversubscribe --bind-to none --mca btl self,tcp --mca btl_tcp_if_include lo \
+      --mca oob_tcp_if_include lo -x LD_LIBRARY_PATH -x XMC_CUDA_DRIVER -x XMC_LEDGER_EVERY_TEST "${xs[@]}" \
+      "$mr" --backend "$lib" --expect-fail "$fails" --gtest_filter="*/TransferTest.${filter//-/_}_*" >"$out/$bug.log" 2>&1
+    rc=$?
+  else
+    local args=(qualify --backend "$lib" --procs 0 --out "$out/$bug" --filter "$filter" --timeout "$timeout")
+    if [ "$fails" != none ]; then args+=(--expect-fail "$fails"); [ -n "$may" ] && args+=(--may-fail "$may"); fi
+    env XMC_CUDA_DRIVER="$ip" RC_PARAMS=noshrink=1 "${envs[@]}" "$b/bin/xmc" "${args[@]}" >"$out/$bug.log" 2>&1
+    rc=$?
+  fi
   local missed more
   missed=$(sed -n 's/^xmc selftest: NOT CAUGHT: \([A-Z0-9-]*\) .*/\1/p' "$out/$bug.log" | paste -sd, -)
   more=$(sed -n 's/^xmc selftest: UNEXPECTED: \([A-Z0-9-]*\) failed.*/\1/p' "$out/$bug.log" | paste -sd, -)
@@ -76,7 +96,7 @@ export b out here ip
 printf '%s\n' "${bugs[@]}" | xargs -P "${JOBS:-1}" -I{} bash -c 'one "$@"' _ {} >"$out/selftest-gpu.tsv"
 sort -o "$out/selftest-gpu.tsv" "$out/selftest-gpu.tsv"
 echo "through $ip over ${XMC_CUDA_INTERPOSE_REAL:-libcuda.so.1}:"
-column -t -s $'\t' "$out/selftest-gpu.tsv"
+if command -v column >/dev/null; then column -t -s $'\t' "$out/selftest-gpu.tsv"; else cat "$out/selftest-gpu.tsv"; fi
 caught=$(grep -c $'\tcaught\t' "$out/selftest-gpu.tsv") missed=$(grep -c $'\tMISSED\t' "$out/selftest-gpu.tsv")
 more=$(grep -c $'\tcaught+more\t' "$out/selftest-gpu.tsv")
 echo "run_selftest_gpu.sh: $caught caught exactly, $more caught with more, $missed missed, $(grep -c $'\tleft-out\t' "$out/selftest-gpu.tsv") left out"
