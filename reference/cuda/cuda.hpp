@@ -255,6 +255,9 @@ struct NcclLink {
     std::vector<int64_t> key;   // the instance's cache key
 };
 xmc_status nccl_join(xmc_instance *inst, const xmc_transfer_args &a, int32_t device, NcclLink *link);
+// Whether the instance still holds the communicator `link` names (a failed round of another call
+// on the same group aborts and drops it): a prepared transfer keeps its link between runs only then.
+bool nccl_held(xmc_instance *inst, const NcclLink &link);
 // The NCCL peers' part of a call, through `sg`'s arenas (the device's), on `stream`.
 xmc_status nccl_move(xmc_instance *inst, const xmc_transfer_args &a, transfer::Work &w, xmc_transfer_stats &st,
                      transfer::Stager &sg, const NcclLink &link, CUstream stream);

@@ -138,7 +138,12 @@ public:
         if (!find_stream(inst_, h, &stream_)) return "the stream is not a live stream of this instance";
         // A prepared transfer's run on another device's stream: what the last run opened is that
         // context's; it is closed here, and this rank votes that it is not connected.
-        if (before.ctx && before.ctx != stream_.ctx) close_connections(before.ctx);
+        if (before.ctx && before.ctx != stream_.ctx) {
+            close_connections(before.ctx);
+            drop_kept(before.ctx);  // the side stream and staging belong to the last run's context
+        }
+        // A communicator another call on the group aborted is no longer this transfer's.
+        if (link_.comm && !nccl_held(inst_, link_)) link_ = NcclLink{};
         // Work queued on the caller's stream before this call must finish before we read or write.
         // A driver failure here carries its code (w.native): it was a refusal without one.
         CtxScope scope(d_, stream_.ctx);
@@ -174,11 +179,13 @@ public:
         if (s == XMC_OK && r0 != CUDA_SUCCESS) s = fail(r0, "cuStreamSynchronize");
         if (s == XMC_OK && r != CUDA_SUCCESS) s = fail(r, "cuStreamSynchronize");
         // Path IPC: the peers' sources closed once nothing queued reads them, before the vote;
-        // a prepared transfer keeps them open after a good run for its next one (keep()).
-        if (!keep_ || s != XMC_OK) {
-            if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
-            peers_.clear();
-        }
+        // a prepared transfer keeps them open after a good run for its next one (keep()), and
+        // with them its NCCL communicator, side stream and staging (no allocation, page-locking
+        // or communicator vote per run; released with the transfer).
+        if (keep_ && s == XMC_OK) return s;
+        if (const xmc_status c = ipc_.close(s == XMC_OK); s == XMC_OK) s = c;
+        peers_.clear();
+        link_ = NcclLink{};
         // The side stream and the staging arena go before the vote, so that a failure to release
         // them is this rank's error (the destructor dropped it: a stream the fault sweep found
         // leaked); what fails stays for the destructor's second try.
@@ -214,8 +221,19 @@ public:
 
     // Prepared transfers: path IPC's opened sources stay open between runs (transfer_protocol.hpp).
     void keep(bool on) override { keep_ = on; }
-    bool connected() const override { return ipc_.is_open() && !peers_.empty(); }
-    void disconnect() override { close_connections(stream_.ctx); }
+    bool connected() const override { return ipc_.is_open() && !peers_.empty() && (!uses_nccl_ || link_.comm); }
+    void disconnect() override {
+        close_connections(stream_.ctx);
+        link_ = NcclLink{};  // (the instance keeps the communicator: the next join compares)
+    }
+    // What a prepared transfer kept in `ctx` for its next run, when its runs move to another context.
+    void drop_kept(CUcontext ctx) {
+        CtxScope scope(d_, ctx);
+        if (side_ && d_.cuStreamDestroy(side_) == CUDA_SUCCESS) side_ = nullptr;
+        if (dev_arena_ && d_.cuMemFree(reinterpret_cast<CUdeviceptr>(dev_arena_)) == CUDA_SUCCESS) dev_arena_ = nullptr;
+        if (arena_ && pin_free(inst_, arena_) == XMC_OK) arena_ = nullptr;
+        link_ = NcclLink{};
+    }
     // `ctx`: the context that opened them.
     void close_connections(CUcontext ctx) {
         peers_.clear();
@@ -456,9 +474,11 @@ private:
 
         // AFF-REFUSE-BEFORE-WRITE: the group's NCCL communicator before any write, so that a rank
         // that cannot join it makes every rank refuse with nothing written.
-        NcclLink link;
-        if (nccl_anywhere(w))
-            if (xmc_status s = nccl_join(inst_, a, stream_.device, &link); s != XMC_OK) return s;
+        // A prepared transfer's later runs (connected on every rank: the run vote) keep the
+        // communicator their first run joined, with no vote of their own.
+        uses_nccl_ = nccl_anywhere(w);
+        if (uses_nccl_ && !(keep_ && link_.comm))
+            if (xmc_status s = nccl_join(inst_, a, stream_.device, &link_); s != XMC_OK) return s;
 
         // Local segments. When this rank also pulls from peers, they go on a second stream, so
         // that the device's own copies overlap the pulls (HBM and NVLink are separate paths);
@@ -518,7 +538,11 @@ private:
                 chunk = std::max({chunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
                                   std::min(a.staging_budget, w.in_bytes[size_t(p)])});
         // AFF-STAGING: pinned staging of min(budget, bytes) per direction, other processes only.
-        if (chunk > 0) {  // two arenas: one chunk to send, one received
+        if (arena_ && chunk_ != chunk) {  // a kept arena of another size (never, for one plan)
+            if (xmc_status s = pin_free(inst_, arena_); s != XMC_OK) return s;
+            arena_ = nullptr;
+        }
+        if (chunk > 0 && !arena_) {  // two arenas: one chunk to send, one received
             xmc_pin_result pr{};
             const int32_t dev = stream_.device;
             if (xmc_status s = pin_alloc(inst_, size_t(2 * chunk), 4096, dev, &pr); s != XMC_OK) return s;
@@ -535,14 +559,19 @@ private:
             if (p != w.me && w.path[size_t(p)] == XMC_PATH_NCCL)
                 nchunk = std::max({nchunk, std::min(a.staging_budget, w.out_bytes[size_t(p)]),
                                    std::min(a.staging_budget, w.in_bytes[size_t(p)])});
-        if (nchunk > 0) {
+        if (dev_arena_ && dev_chunk_ != nchunk) {
+            if (CUresult r = d_.cuMemFree(reinterpret_cast<CUdeviceptr>(dev_arena_)); r != CUDA_SUCCESS)
+                return fail(r, "cuMemFree");
+            dev_arena_ = nullptr;
+        }
+        if (nchunk > 0 && !dev_arena_) {
             CUdeviceptr dev = 0;
             if (CUresult r = d_.cuMemAlloc(&dev, size_t(2 * nchunk)); r != CUDA_SUCCESS) return fail(r, "cuMemAlloc");
             dev_arena_ = reinterpret_cast<char *>(dev);
             dev_chunk_ = size_t(nchunk);
         }
         nccl_ = true;
-        s = nccl_move(inst_, a, w, st, *this, link, stream_.stream);
+        s = nccl_move(inst_, a, w, st, *this, link_, stream_.stream);
         nccl_ = false;
         return s;
     }
@@ -564,6 +593,8 @@ private:
     size_t dev_chunk_ = 0;
     bool nccl_ = false;  // the exchange in progress is NCCL's: arena() and staging() are the device's
     bool keep_ = false;  // a prepared transfer's: path IPC stays open after a good move()
+    bool uses_nccl_ = false;  // the last move's path table takes NCCL somewhere
+    NcclLink link_;           // its communicator: for one move, or kept like path IPC
     std::vector<PeerInfo> peers_;  // ... and the buffer exchange is kept with it
 };
 

@@ -284,6 +284,14 @@ xmc_status nccl_join(xmc_instance *inst, const xmc_transfer_args &a, int32_t dev
     return s;
 }
 
+bool nccl_held(xmc_instance *inst, const NcclLink &link) {
+    if (!link.comm) return false;
+    NcclComms &cs = comms_of(inst);
+    std::lock_guard<std::mutex> lock(cs.mu);
+    const auto it = cs.held.find(link.key);
+    return it != cs.held.end() && it->second.comm == link.comm;
+}
+
 xmc_status nccl_move(xmc_instance *inst, const xmc_transfer_args &a, transfer::Work &w, xmc_transfer_stats &st,
                      transfer::Stager &sg, const NcclLink &link, CUstream stream) {
     NcclRounds rounds(inst, *a.group, comms_of(inst), link.key, static_cast<ncclComm_t>(link.comm), stream);
