@@ -32,14 +32,24 @@ inline void interpose_pointer_attribute(PointerAttribute fn, PointerAttribute *r
     });
 }
 
-// The reference's transfer_execute, after Swap replaced entries of this process's driver (or
-// NCCL) table once: the bugs on the error paths between processes, which lie in what the
-// reference's own calls are answered. plant(): t.transfer_execute = transfer_after_swap<swap>.
+// The reference's transfer_execute (and transfer_prepare), after Swap replaced entries of this
+// process's driver (or NCCL) table once: the bugs on the error paths between processes, which lie
+// in what the reference's own calls are answered. plant(): t.transfer_execute =
+// transfer_after_swap<swap> (and t.transfer_prepare = prepare_after_swap<swap>).
 template <void (*Swap)()>
-xmc_status transfer_after_swap(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
+void swap_once() {
     static std::once_flag once;
     std::call_once(once, Swap);
+}
+template <void (*Swap)()>
+xmc_status transfer_after_swap(xmc_instance *inst, const xmc_transfer_args *a, xmc_transfer_stats *st) {
+    swap_once<Swap>();
     return reference()->transfer_execute(inst, a, st);
+}
+template <void (*Swap)()>
+xmc_status prepare_after_swap(xmc_instance *inst, const xmc_transfer_args *a, xmc_prepared **out) {
+    swap_once<Swap>();
+    return reference()->transfer_prepare(inst, a, out);
 }
 
 // The physical handles this process imported from its peers (cuMemImportFromShareableHandle),

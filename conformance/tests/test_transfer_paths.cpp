@@ -259,42 +259,6 @@ TEST_P(TransferTest, AFF_PATH_ForcedPathTheRanksCannotTakeIsRefusedByEveryRank) 
 
 // ===================== the NCCL path: errors, refusals, communicators =====================
 
-// The fake NCCL's control API (fakes/nccl/fake_nccl_control.h), when the NCCL this process loaded
-// is the fake that XMC_NCCL_LIBRARY names; null members otherwise.
-struct FakeNcclControl {
-    int (*set_faults)(const char *) = nullptr;
-    uint64_t (*live_comms)() = nullptr;
-    uint64_t (*calls)(const char *entry) = nullptr;  // calls of an entry since the library loaded
-};
-FakeNcclControl fake_nccl() {
-    FakeNcclControl f;
-    const char *lib = std::getenv("XMC_NCCL_LIBRARY");
-    if (!lib || !*lib) return f;
-    void *h = dlopen(lib, RTLD_NOW | RTLD_NOLOAD);  // the copy the backend loaded, if it did
-    if (!h) return f;
-    f.set_faults = reinterpret_cast<int (*)(const char *)>(dlsym(h, "xmc_fake_nccl_set_faults"));
-    f.live_comms = reinterpret_cast<uint64_t (*)()>(dlsym(h, "xmc_fake_nccl_live_comms"));
-    f.calls = reinterpret_cast<uint64_t (*)(const char *)>(dlsym(h, "xmc_fake_nccl_calls"));
-    dlclose(h);  // (the backend's reference keeps it loaded)
-    if (!f.set_faults || !f.live_comms || !f.calls) f = FakeNcclControl{};
-    return f;
-}
-constexpr int64_t kNcclSystemError = 2, kNcclInternalError = 3;  // ncclResult_t (nccl.h)
-
-// Skips unless NCCL is a path taken here and the NCCL loaded is the fake, whose faults and ledger
-// the NCCL tests use.
-#define XMC_NEEDS_FAKE_NCCL(fake)                                                                            \
-    do {                                                                                                     \
-        const PathsHere &h_ = paths_here();                                                                  \
-        if (std::find(h_.taken.begin(), h_.taken.end(), XMC_PATH_NCCL) == h_.taken.end())                    \
-            XMC_SKIP(SkipKind::Unsupported, "backend '" << api->name << "' takes no NCCL path over "           \
-                                                        << world().name());                                   \
-        fake = fake_nccl();                                                                                  \
-        if (!fake.set_faults)                                                                                \
-            XMC_SKIP(SkipKind::Unsupported, "the NCCL loaded is not the fake NCCL (XMC_NCCL_LIBRARY), whose "   \
-                                            "faults and ledger this test reads");                             \
-    } while (0)
-
 // With every rank well, an exchange in both directions on every path the ranks do not refuse
 // cleanly succeeds, or is refused (then AFF-PATH's business), never ends in the bound: a round
 // whose send and receive are not posted together (ungrouped NCCL point-to-point, where a send

@@ -906,6 +906,45 @@ TEST_P(TransferTest, AFF_PREPARED_EXACT_RunAfterAFailedRunMovesItsData) {
     })));
 }
 
+// Path NCCL: a prepared transfer keeps the group's communicator from run to run, until a one-shot
+// call on the same group fails in its NCCL round (rank kBadRank's ncclSend: the ranks abort and
+// drop the communicator). The prepared transfer's next run, over new data, joins a new one and
+// moves that data on every rank. The bug it guards against: a run that keeps the communicator it
+// joined first, after another call aborted it (NCCL refuses it, or worse, a freed one is used).
+TEST_P(TransferTest, AFF_PREPARED_EXACT_RunAfterAnotherCallAbortedTheCommunicatorMovesItsData) {
+    FakeNcclControl fake;
+    XMC_NEEDS_FAKE_NCCL(fake);
+    Notes notes;
+    RunSpec spec;
+    spec.path = XMC_PATH_NCCL;
+    spec.op_timeout_ms = kOpTimeoutMs;
+    spec.deadline_ms = 2 * no_hang_bound_ms() + 1000;
+    spec.call = [&](const PreparedCall &pc) {
+        Handle h(pc);
+        if (xmc_status s = h.prepare(); s != XMC_OK) return s;
+        for (int k = 0; k < kRunsTogether; ++k)
+            if (xmc_status s = h.run(); s != XMC_OK) {
+                notes.add(pc.env, "run " + std::to_string(k + 1) + " before the one-shot call failed: " + detail(pc, s));
+                return s;
+            }
+        if (pc.env.world_rank == kBadRank && fake.set_faults("fail:ncclSend:ncclSystemError@1") != 0)
+            notes.add(pc.env, "test setup: the fake NCCL refused the fault script");
+        xmc_transfer_stats one_shot{};
+        const xmc_status failed = pc.api->transfer_execute(pc.inst, &pc.args, &one_shot);
+        if (pc.env.world_rank == kBadRank) fake.set_faults(nullptr);
+        if (failed == XMC_OK) notes.add(pc.env, "the one-shot call with a failing ncclSend succeeded");
+        const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + 53);
+        const xmc_status s = h.run();
+        if (s == XMC_OK) target_is(pc, want, "the prepared run after the failed one-shot call", notes);
+        else notes.add(pc.env, "the prepared run after the failed one-shot call: " + detail(pc, s));
+        return s;
+    };
+    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        notes.into(env, f);
+    })));
+}
+
 // ===================== AFF-PREPARED-AGREE =====================
 
 // Every rank prepares two transfers of one plan (and runs each `together` times with its peers);
