@@ -444,7 +444,16 @@ std::optional<Refusal> check_rank(const RankLayout& r, const Index& shape, int64
         const Piece& p = r.pieces[i];
         const Index extents = p.extents;
         const auto w = [&] { return where(r.rank, i); };
-        if (flat) s.run_strides = row_major(extents);
+        if (flat) {
+            // AFF-MAP-VALID: extents whose row-major strides overflow int64 lie in no tensor (the
+            // fuzzer's piece of extents [1, 8888888888888888881, 2] overflowed row_major here).
+            int64_t inner = 1;
+            for (std::size_t d = extents.size(); d-- > 1;)
+                if (__builtin_mul_overflow(inner, extents[d], &inner))
+                    return refuse(Reason::PieceOutsideTensor, w() + "extents " + to_string(extents) +
+                                                                  " hold more elements than int64 counts");
+            s.run_strides = row_major(extents);
+        }
         const Index& want = flat ? s.run_strides : shard_strides;  // the shard strides it must have
         // AFF-MAP-VALID: strides not row-major along an axis of extent above one.
         // Strides matter only along axes the piece walks (extent > 1).
