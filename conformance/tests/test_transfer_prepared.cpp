@@ -149,6 +149,30 @@ std::string detail(const PreparedCall &pc, xmc_status s) {
     return std::string(xmc_status_string(s)) + " (" + e.call + ": " + e.message + ")";
 }
 
+// `n` good runs, noted as before `what` where one fails.
+xmc_status runs_together(const PreparedCall &pc, Handle &h, Notes &notes, int n, const std::string &what) {
+    for (int k = 0; k < n; ++k)
+        if (xmc_status s = h.run(); s != XMC_OK) {
+            notes.add(pc.env, "run " + std::to_string(k + 1) + " before " + what + " failed: " + detail(pc, s));
+            return s;
+        }
+    return XMC_OK;
+}
+// A run over new data (of seed data_seed + `seed`) that must move it, noted as `when`.
+xmc_status run_moves_new_data(const PreparedCall &pc, Handle &h, Notes &notes, uint64_t seed, const std::string &when) {
+    const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + seed);
+    const xmc_status s = h.run();
+    if (s == XMC_OK) target_is(pc, want, when, notes);
+    else notes.add(pc.env, when + ": " + detail(pc, s));
+    return s;
+}
+// The check of a sequence that must succeed on every rank with nothing noted.
+std::function<void(const RankEnv &, const RankResult &, Failures &)> ok_and(Notes &notes) {
+    return [&notes](const RankEnv &env, const RankResult &r, Failures &f) {
+        status_ok(r, f);
+        notes.into(env, f);
+    };
+}
 // The run refused with `want` on this rank, naming transfer_run, before any write.
 void refused_as(const RankResult &r, xmc_status want, Failures &f) {
     if (r.status != want)
@@ -236,10 +260,7 @@ TEST_P(TransferTest, AFF_PREPARED_EXACT_RunReadsAfterTheCallersEarlierWork) {
         if (s == XMC_OK) target_is(pc, want, "the run on the busy stream", notes);
         return s;
     };
-    EXPECT_TRUE(all_ranks_passed(run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        notes.into(env, f);
-    })));
+    EXPECT_TRUE(all_ranks_passed(run(c, spec, ok_and(notes))));
 }
 
 // ===================== AFF-PREPARED-STALE =====================
@@ -263,10 +284,7 @@ void stale_after_replace(TransferTest &t, bool target_side) {
         pc.args.target.ptr = pc.tgt.buf.ptr;
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        if (xmc_status s = h.run(); s != XMC_OK) {
-            notes.add(pc.env, "the first run failed: " + detail(pc, s));
-            return s;
-        }
+        if (xmc_status s = runs_together(pc, h, notes, 1, "the replacement"); s != XMC_OK) return s;
         const bool mine = pc.env.world_rank == victim;
         if (mine && !tr.replace()) notes.add(pc.env, "test setup: dev_free/dev_alloc failed");
         if (mine && !tr.same_address) std::fprintf(stderr, "note: the new allocation is not at the freed one's address\n");
@@ -346,10 +364,7 @@ TEST_P(TransferTest, AFF_PREPARED_STALE_DriverAllocationFreedAndReallocated) {
         }
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        if (xmc_status s = h.run(); s != XMC_OK) {
-            notes.add(pc.env, "the first run failed: " + detail(pc, s));
-            return s;
-        }
+        if (xmc_status s = runs_together(pc, h, notes, 1, "the free"); s != XMC_OK) return s;
         if (mine) {
             const std::vector<uint8_t> want = image(pc.c, pc.c.target, pc.c.tgt_layout, pc.env.label(), pc.c.data_seed);
             if (auto d = first_difference(get(raw), want, pc.c.elem); !d.empty())
@@ -411,11 +426,7 @@ void released_refused_remapped_followed(TransferTest &t, int together) {
     spec.call = [&](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        for (int k = 0; k <= together; ++k)
-            if (xmc_status s = h.run(); s != XMC_OK) {
-                notes.add(pc.env, "run " + std::to_string(k + 1) + " before the release failed: " + detail(pc, s));
-                return s;
-            }
+        if (xmc_status s = runs_together(pc, h, notes, together + 1, "the release"); s != XMC_OK) return s;
         const bool mine = pc.env.world_rank == 0 && pc.src.slot;
         auto wait = [&](xmc_request *rq, const char *what) {
             if (pc.api->request_wait(pc.inst, rq, 10000) != XMC_OK) notes.add(pc.env, std::string("test setup: ") + what);
@@ -465,10 +476,7 @@ void released_refused_remapped_followed(TransferTest &t, int together) {
         if (s2 == XMC_OK) target_is(pc, want, "the run after the remap", notes);
         return s2;
     };
-    EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        notes.into(env, f);
-    })));
+    EXPECT_TRUE(all_ranks_passed(t.run(c, spec, ok_and(notes))));
 }
 TEST_P(TransferTest, AFF_PREPARED_FOLLOW_ReleasedSlotRefusedRemappedSlotFollowed) {
     released_refused_remapped_followed(*this, 0);
@@ -646,10 +654,8 @@ void sequences_follow_the_model(TransferTest &t, const std::vector<int> &written
         // (The default bound per operation, not a refusal's: a reallocation that hunts for the
         // old address took over 2 s under ASan, and its peers waited in their next gather.)
         spec.call = [&](const PreparedCall &pc) { return run_sequence(pc, steps, victim, notes); };
-        EXPECT_TRUE(all_ranks_passed(t.run(c, spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
-            status_ok(r, f);
-            notes.into(env, f);
-        }))) << "sequence " << k + 1 << " of " << sequences << ": " << text;
+        EXPECT_TRUE(all_ranks_passed(t.run(c, spec, ok_and(notes))))
+            << "sequence " << k + 1 << " of " << sequences << ": " << text;
     }
 }
 
@@ -721,10 +727,7 @@ TEST_P(TransferTest, AFF_PREPARED_RELEASE_ReleaseClosesWhatTheRunsKeptOpen) {
     spec.call = [&](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        if (xmc_status s = h.run(); s != XMC_OK) {
-            notes.add(pc.env, "the first run failed: " + detail(pc, s));
-            return s;
-        }
+        if (xmc_status s = runs_together(pc, h, notes, 1, "the rest"); s != XMC_OK) return s;
         const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + 7);
         if (xmc_status s = h.run(); s != XMC_OK) return s;
         target_is(pc, want, "the second run", notes);
@@ -854,11 +857,7 @@ RunSpec later_run_fails(const DriverControl *dc, Notes &notes,
     spec.call = [dc, &notes, then](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        for (int k = 0; k < kRunsTogether; ++k)
-            if (xmc_status s = h.run(); s != XMC_OK) {
-                notes.add(pc.env, "run " + std::to_string(k + 1) + " before the fault failed: " + detail(pc, s));
-                return s;
-            }
+        if (xmc_status s = runs_together(pc, h, notes, kRunsTogether, "the fault"); s != XMC_OK) return s;
         if (pc.env.world_rank == kBadRank && dc->set_faults("fail:cuMemcpy2DAsync:CUDA_ERROR_LAUNCH_FAILED@1") != 0)
             notes.add(pc.env, "test setup: the fault script was refused");
         const xmc_status s = h.run();
@@ -894,23 +893,14 @@ TEST_P(TransferTest, AFF_PREPARED_EXACT_RunAfterAFailedRunMovesItsData) {
     Notes notes;
     RunSpec spec = later_run_fails(dc, notes, [&notes](const PreparedCall &pc, Handle &h, xmc_status failed) {
         if (failed == XMC_OK) notes.add(pc.env, "the run with a failing copy succeeded");
-        const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + 47);
-        const xmc_status s = h.run();
-        if (s == XMC_OK) target_is(pc, want, "the run after the failed one", notes);
-        else notes.add(pc.env, "the run after the failed one: " + detail(pc, s));
-        return s;
+        return run_moves_new_data(pc, h, notes, 47, "the run after the failed one");
     });
-    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        notes.into(env, f);
-    })));
+    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, ok_and(notes))));
 }
 
-// Path NCCL: a prepared transfer keeps the group's communicator from run to run, until a one-shot
-// call on the same group fails in its NCCL round (rank kBadRank's ncclSend: the ranks abort and
-// drop the communicator). The prepared transfer's next run, over new data, joins a new one and
-// moves that data on every rank. The bug it guards against: a run that keeps the communicator it
-// joined first, after another call aborted it (NCCL refuses it, or worse, a freed one is used).
+// Path NCCL: a prepared transfer keeps the group's communicator between runs, until a one-shot
+// call on the group fails its NCCL round (kBadRank's ncclSend) and the ranks abort it; the next
+// run, over new data, moves it. The bug it guards against: a run that keeps using the aborted one.
 TEST_P(TransferTest, AFF_PREPARED_EXACT_RunAfterAnotherCallAbortedTheCommunicatorMovesItsData) {
     FakeNcclControl fake;
     XMC_NEEDS_FAKE_NCCL(fake);
@@ -922,27 +912,16 @@ TEST_P(TransferTest, AFF_PREPARED_EXACT_RunAfterAnotherCallAbortedTheCommunicato
     spec.call = [&](const PreparedCall &pc) {
         Handle h(pc);
         if (xmc_status s = h.prepare(); s != XMC_OK) return s;
-        for (int k = 0; k < kRunsTogether; ++k)
-            if (xmc_status s = h.run(); s != XMC_OK) {
-                notes.add(pc.env, "run " + std::to_string(k + 1) + " before the one-shot call failed: " + detail(pc, s));
-                return s;
-            }
+        if (xmc_status s = runs_together(pc, h, notes, kRunsTogether, "the one-shot call"); s != XMC_OK) return s;
         if (pc.env.world_rank == kBadRank && fake.set_faults("fail:ncclSend:ncclSystemError@1") != 0)
             notes.add(pc.env, "test setup: the fake NCCL refused the fault script");
         xmc_transfer_stats one_shot{};
         const xmc_status failed = pc.api->transfer_execute(pc.inst, &pc.args, &one_shot);
         if (pc.env.world_rank == kBadRank) fake.set_faults(nullptr);
         if (failed == XMC_OK) notes.add(pc.env, "the one-shot call with a failing ncclSend succeeded");
-        const std::vector<uint8_t> want = new_data(pc, pc.c.data_seed + 53);
-        const xmc_status s = h.run();
-        if (s == XMC_OK) target_is(pc, want, "the prepared run after the failed one-shot call", notes);
-        else notes.add(pc.env, "the prepared run after the failed one-shot call: " + detail(pc, s));
-        return s;
+        return run_moves_new_data(pc, h, notes, 53, "the prepared run after the failed one-shot call");
     };
-    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, [&](const RankEnv &env, const RankResult &r, Failures &f) {
-        status_ok(r, f);
-        notes.into(env, f);
-    })));
+    EXPECT_TRUE(all_ranks_passed(run(mixed_case(64), spec, ok_and(notes))));
 }
 
 // ===================== AFF-PREPARED-AGREE =====================
