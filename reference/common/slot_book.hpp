@@ -100,11 +100,23 @@ struct SlotBook {
     unsigned workers = 4;
     std::mutex mu;
     std::condition_variable cv;  // every change of a slot or request is announced here
+    // The workers wait apart, woken one at a time and only where a job waits: woken on cv, every
+    // change woke every worker, which then queued for mu behind the caller (VMM-SPEED: on an H100
+    // a granule's cycle ran at 0.83 of the raw calls with 4 workers, 0.72 with 8, 0.86 with 2).
+    std::condition_variable work_cv;
     std::map<xmc_slot *, std::shared_ptr<Slot>> slots;
     std::map<xmc_request *, std::shared_ptr<Request>> requests;
     std::deque<std::shared_ptr<Request>> jobs;  // fired, not yet run
     std::vector<std::thread> threads;
     bool stop = false;
+
+    // A change of a slot or request, under mu: to every waiter, and to one worker if a job waits
+    // (it may be ready now), or to all of them when they stop.
+    void announce() {
+        cv.notify_all();
+        if (stop) work_cv.notify_all();
+        else if (!jobs.empty()) work_cv.notify_one();
+    }
 };
 
 // VMM-BATCH-PARTIAL: a worker's failure names the slot it failed at by its index in the request
@@ -326,11 +338,14 @@ void work(SlotBook<S, R> &v, F &&run) {
     std::unique_lock<std::mutex> lock(v.mu);
     for (;;) {
         if (std::shared_ptr<R> r = take_ready(v)) {
+            // Another ready job goes to another worker meanwhile (one is woken per change).
+            if (std::any_of(v.jobs.begin(), v.jobs.end(), [](const auto &j) { return ready(*j); }))
+                v.work_cv.notify_one();
             run(r);
             continue;
         }
         if (v.stop && v.jobs.empty()) return;
-        v.cv.wait(lock);
+        v.work_cv.wait(lock);
     }
 }
 
@@ -338,7 +353,7 @@ void work(SlotBook<S, R> &v, F &&run) {
 template <class S, class R>
 void stop_threads(SlotBook<S, R> &v, std::unique_lock<std::mutex> &lock) {
     v.stop = true;
-    v.cv.notify_all();
+    v.announce();
     lock.unlock();
     for (auto &t : v.threads) t.join();
 }

@@ -97,7 +97,7 @@ void hand_to_workers(xmc_instance *, const std::shared_ptr<V> &vp, const std::sh
     std::lock_guard<std::mutex> lock(v.mu);
     r->fired = true;
     v.jobs.push_back(r);
-    v.cv.notify_all();
+    v.announce();
 }
 
 // VMM-CLOSE: nothing may unmap a slot while a worker still runs one of its requests or a stream
@@ -186,7 +186,7 @@ void run_request(xmc_instance *inst, V &v, const std::shared_ptr<typename V::Req
     else run_release(v, *r);
     r->done = true;
     if (v.ops.ran) v.ops.ran(v, *r);
-    v.cv.notify_all();
+    v.announce();
 }
 
 // The default worker thread.
@@ -279,7 +279,7 @@ xmc_status destroy_request(xmc_instance *inst, V &v, xmc_request *h) {
         return gone;
     });
     if (v.ops.destroyed) v.ops.destroyed(v, r);
-    v.cv.notify_all();
+    v.announce();
     return XMC_OK;
 }
 
@@ -292,7 +292,7 @@ int64_t close_slot(V &v, std::unique_lock<std::mutex> &lock, typename V::SlotTyp
     if (int64_t native = v.ops.close_free(v, s, what)) return native;
     s.closed = true;
     book_remove(uintptr_t(s.addr), MemKind::Slot);
-    v.cv.notify_all();
+    v.announce();
     return 0;
 }
 

@@ -299,7 +299,7 @@ void finish_copy(Vmm &v, const Watched &w, CUresult res) {
         r.t_copied = Clock::now();
         note_phases(v, r);
     }
-    v.cv.notify_all();
+    v.announce();
 }
 
 // A request's stream point was reached: the work before it is done, so the
@@ -310,7 +310,7 @@ void point_seen(Vmm &v, const Watched &w, CUresult res) {
     w.r->fired = true;
     w.r->t_point = Clock::now();
     v.jobs.push_back(w.r);
-    v.cv.notify_all();
+    v.announce();
 }
 
 // Queries the watched events that `pick` selects and finishes those that
@@ -429,7 +429,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &v, const std::shared_ptr<Request>
     r->copy_launched(i);
     v.watched.push_back({ev, s.ctx, r, false, i});
     v.watch_fresh = true;
-    v.cv.notify_all();
+    v.announce();
     if (!launch) r->t_enqueued = Clock::now();  // XMC_CUDA_SLOT_PHASES: the last one's counts
     return XMC_OK;
 }
@@ -482,7 +482,7 @@ xmc_status enqueue_point(xmc_instance *inst, const char *call, xmc_stream *strea
         v.watched.push_back({ev, st.ctx, r, true, 0});
         v.watch_fresh = true;
     }
-    v.cv.notify_all();
+    v.announce();
     return XMC_OK;
 }
 

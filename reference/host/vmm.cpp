@@ -162,7 +162,7 @@ xmc_status start_copy(xmc_instance *inst, Vmm &, const std::shared_ptr<Request> 
         std::memcpy(reinterpret_cast<void *>(s->addr), src, s->size);
         std::lock_guard<std::mutex> lock(vp->mu);
         r->copy_finished(i);
-        vp->cv.notify_all();
+        vp->announce();
     });
     if (st != XMC_OK) return st;
     r->copy_launched(i);

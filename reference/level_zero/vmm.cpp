@@ -171,7 +171,7 @@ ze_result_t issue_copy(Vmm &v, const std::shared_ptr<Request> &r, size_t i, Stre
     }
     r->copy_launched(i);
     v.in_flight.push_back({r, i});
-    v.cv.notify_all();
+    v.announce();
     return ZE_RESULT_SUCCESS;
 }
 
@@ -179,7 +179,7 @@ void finish_copy(Vmm &v, InFlight &f, ze_result_t res) {
     Request &r = *f.r;
     if (res != ZE_RESULT_SUCCESS) record(r, res, "the reload copy of a slot" + be::batch_index(f.index));
     r.copy_finished(f.index);
-    v.cv.notify_all();
+    v.announce();
 }
 
 // Notices copies finishing. A plain thread (driver calls are allowed here),
