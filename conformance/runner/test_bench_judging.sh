@@ -3,7 +3,7 @@
 # (no GPU): a ratio is the median of paired samples with its spread; a row whose
 # spread straddles its target or baseline floor is noisy (exit 3 when nothing
 # else fails), not passed or failed; a broken measurement is judged on the
-# median, not one pair; baselines hold ratios with a tolerance per row derived
+# median, not one pair, and beyond the pairs' spread; baselines hold ratios with a tolerance per row derived
 # from 5 runs (--make-baseline), so a machine whose own peak moved passes and a
 # backend 10% slower fails 5 runs of 5.
 #   test_bench_judging.sh XMC WORK
@@ -73,6 +73,10 @@ expect 0 'none broken' lucky_pair -- bench --from "$work/lucky.json"
 run "$work/broken.json" "$(row "$reg" ms 0.28 0.31 1.08 1.06 1.10 0 '' 1.01 1.14)"
 expect 1 'FAILED: broken measurement: register\+unregister 1 MiB \(1 MiB\): .*median of 9 paired ratios 1.080, above 1.05' \
   broken_median -- bench --from "$work/broken.json"
+# And beyond the pairs' spread, as a target is: a median above 1.05 with a quartile below it is noisy.
+run "$work/broken_noisy.json" "$(row "D2D copy (read+write)" GB/s 1739 1699 1.06 0.897 1.096)"
+expect 3 'NOISY: D2D copy \(read\+write\) .*median of 9 paired ratios 1.060 \(pairs. quartiles 0.897-1.096\) straddles its broken-measurement bound 1.05' \
+  broken_noisy -- bench --from "$work/broken_noisy.json"
 # A row of an older run (no pairs) is judged on its one ratio, as before.
 printf '{"device":"NVIDIA H200","devices":1,"driver":13000,"bytes":1073741824,"rows":[{"path":"%s","unit":"GB/s","figure":52,"peak":54.9,"ratio":0.947,"requirement":"PIN-DEVICE","target":0.97}]}\n' \
   "$pinned" >"$work/old.json"
