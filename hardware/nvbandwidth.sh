@@ -50,6 +50,7 @@ case $cmd in
     out=${1:?usage: nvbandwidth.sh stage-boost DIR}
     BOOST_DIR= find_boost
     mkdir -p "$out/include" "$out/lib" || die "cannot create $out"
+    out=$(cd "$out" && pwd)  # the copy below runs from Boost's folder: a relative DIR missed there
     tmp=$(mktemp -d) && trap 'rm -rf "$tmp"' EXIT
     echo '#include <boost/program_options.hpp>' >"$tmp/po.cpp"
     ${CXX:-g++} -std=c++17 -I"$BOOST_INC" -M "$tmp/po.cpp" | tr ' \\' '\n\n' | grep "^$BOOST_INC/boost/" | sort -u >"$tmp/headers" ||
