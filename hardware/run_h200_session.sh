@@ -32,7 +32,7 @@
 #            XMC_NCCL_LIBRARY, else PyTorch's wheel's (site-packages/nvidia/nccl/lib), else the
 #            toolkit's, else libnccl.so.2 on the loader's path.
 # Usage, from the repository root, with the runner, benchmarks and the cuda and
-# host backends of the gpu-carry preset in B/bin and B/lib:
+# host backends of the gpu-carry preset in B/bin and B/lib (hardware/carry.sh build/gpu-carry B):
 #   hardware/run_h200_session.sh B OUT [step...]
 # Each step's log and package land in OUT as files (a GPU machine hands back a
 # few files only: packages are packed into OUT/<step>.tgz). Each step has a
