@@ -11,7 +11,8 @@
 //
 // Locking: wait_request, adopt_request, query_request and work take book.mu themselves; the
 // other templates expect the caller to hold it (the functions of slot_book.cpp touch no book).
-// The ones that wait do so on book.cv, which announces every change of a slot or request.
+// Every change of a slot or request is announced (book.announce()): the ones that wait for one do
+// so on book.cv; the workers (work) on book.work_cv, one woken per change where a job waits.
 #pragma once
 #include "errors.hpp"
 
