@@ -438,7 +438,7 @@ int main(int argc, char **argv) {
             }
             // Register + unregister time by size, against the raw driver calls.
             for (size_t n = 4096; n <= reg_max; n *= 16) {
-                const int reps = n < (size_t{64} << 20) ? 20 : 3;
+                const int reps = n < (size_t{64} << 20) ? 20 : n < (size_t{1} << 30) ? 9 : 3;  // 3 left 256 MiB at 0.89-1.16
                 const PairedMedians m = paired_time(reps, [&] {
                     CK(d.cuMemHostRegister_v2(reg_buf, n, 0));
                     CK(d.cuMemHostUnregister(reg_buf));
@@ -453,11 +453,24 @@ int main(int argc, char **argv) {
         // synchronize, in pairs): against the event-timed peak, the backend's own synchronize counted
         // against it (and one lucky sample reached 1.08 of a block-timed raw copy on the H200).
         {
-            const PairedMedians dd = paired_time(9, [&] {
-                CK(d.cuMemcpyDtoDAsync_v2(dbuf2, dbuf, bytes, s));
+            // Each sample is `q` copies queued and one synchronize (about 2 ms at 16 MiB): one ~10 us
+            // copy per sample put its pairs' quartiles at 0.84-1.10 on an H100.
+            const int q = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes, 1, 64));
+            const PairedMedians dd = paired_time(15, [&] {
+                for (int k = 0; k < q; ++k) CK(d.cuMemcpyDtoDAsync_v2(dbuf2, dbuf, bytes, s));
                 CK(d.cuStreamSynchronize(s));
-            }, [&] { xcopy(xdev, XMC_MEM_DEVICE, xdev2, XMC_MEM_DEVICE, bytes, 1, bytes); });
-            rows_out.push_back(paired(row_of("D2D copy (read+write)", "GB/s", 2 * gb / dd.x, 2 * gb / dd.raw), dd));
+            }, [&] {
+                for (int k = 0; k < q; ++k) {
+                    xmc_copy_desc c{};
+                    c.src = {xdev, XMC_MEM_DEVICE, 0, 0, 0, 0, bytes, bytes};
+                    c.dst = {xdev2, XMC_MEM_DEVICE, 0, 0, 0, 0, bytes, bytes};
+                    c.width_bytes = bytes;
+                    c.height = c.depth = 1;
+                    if (api->copy(inst, &c, xs) != XMC_OK) std::exit(1);
+                }
+                api->stream_synchronize(inst, xs);
+            });
+            rows_out.push_back(paired(row_of("D2D copy (read+write)", "GB/s", 2 * q * gb / dd.x, 2 * q * gb / dd.raw), dd));
         }
         // 2-D copy efficiency by row width: pitch = 2 x width, against the raw
         // driver's own 2-D copy and against the 1-D device copy.
@@ -467,14 +480,20 @@ int main(int argc, char **argv) {
             c2.srcMemoryType = CU_MEMORYTYPE_DEVICE; c2.srcDevice = dbuf; c2.srcPitch = 2 * w;
             c2.dstMemoryType = CU_MEMORYTYPE_DEVICE; c2.dstDevice = dbuf2; c2.dstPitch = 2 * w;
             c2.WidthInBytes = w; c2.Height = h;
-            const PairedMedians p2 = paired_time(7, [&] {
+            // The 1-D copy moves the same w x h bytes, in turns with the other two (timed apart, one
+            // run's 2-D rows came out against a 1-D peak measured while the GPU was in another state).
+            const auto [p2, p1] = paired_time2(9, [&] {
                 CK(d.cuMemcpy2DAsync_v2(&c2, s));
                 CK(d.cuStreamSynchronize(s));
+            }, [&] {
+                CK(d.cuMemcpyDtoDAsync_v2(dbuf2, dbuf, w * h, s));
+                CK(d.cuStreamSynchronize(s));
             }, [&] { xcopy(xdev, XMC_MEM_DEVICE, xdev2, XMC_MEM_DEVICE, w, h, 2 * w); });
-            const double fig = 2.0 * static_cast<double>(w * h) / 1e9 / p2.x;
-            rows_out.push_back(paired(row_of("D2D 2-D rows of " + human(w) + " vs raw 2-D", "GB/s", fig,
-                                             2.0 * static_cast<double>(w * h) / 1e9 / p2.raw), p2));
-            rows_out.push_back(row_of("D2D 2-D rows of " + human(w) + " vs 1-D copy", "GB/s", fig, peak_d2d));
+            const double moved = 2.0 * static_cast<double>(w * h) / 1e9;
+            rows_out.push_back(paired(row_of("D2D 2-D rows of " + human(w) + " vs raw 2-D", "GB/s", moved / p2.x,
+                                             moved / p2.raw), p2));
+            rows_out.push_back(paired(row_of("D2D 2-D rows of " + human(w) + " vs 1-D copy", "GB/s", moved / p1.x,
+                                             moved / p1.raw), p1));
         }
         struct Flag { std::atomic<int> n{0}; } flag;
         const PairedMedians cb = paired_time(200, [&] {
@@ -508,17 +527,22 @@ int main(int argc, char **argv) {
                 // reports it done, against pinned H2D.
                 // In pairs with the raw copy into a range mapped just before (a reload at 1.14 of
                 // a fresh-mapping copy measured in another block, 0.82-0.93 in others, on the H200).
-                double reload_s = 0;
-                PairedMedians fresh{};
+                // Pinned H2D of the same bytes is taken in the same turns, for the row against it.
+                PairedMedians fresh{}, pinned{};
                 {
-                    std::vector<double> t, traw;
+                    std::vector<double> t, traw, th2d;
                     CUdeviceptr rva = 0;
                     CUmemGenericAllocationHandle rh{};
                     if (t_raw_fresh_copy > 0) {
                         CK(d.cuMemAddressReserve(&rva, slot_bytes, 0, 0, 0));
                         vmm_map(rva, slot_bytes, &rh);
                     }
-                    for (int i = 0; i < 10; ++i) {
+                    for (int i = 0; i < 16; ++i) {
+                        {
+                            const double t0 = now_s();
+                            raw_h2d();
+                            if (i > 0) th2d.push_back(now_s() - t0);
+                        }
                         if (rva) {
                             vmm_unmap(rva, slot_bytes, rh);
                             vmm_map(rva, slot_bytes, &rh);
@@ -539,7 +563,7 @@ int main(int argc, char **argv) {
                         api->request_destroy(inst, r1);
                         api->request_destroy(inst, r2);
                     }
-                    reload_s = median_of(t);
+                    pinned = pairs_of(th2d, t);
                     if (rva) {
                         vmm_unmap(rva, slot_bytes, rh);
                         CK(d.cuMemAddressFree(rva, slot_bytes));
@@ -553,11 +577,11 @@ int main(int argc, char **argv) {
                     rows_out.push_back(paired(row_of("VMM reload of a remapped slot " + human(bytes) +
                                                          " vs raw copy into a fresh mapping",
                                                      "GB/s", gb / fresh.x, gb / fresh.raw, true, "reload"), fresh));
-                rows_out.push_back(row_of("VMM reload of a remapped slot " + human(bytes) + " vs pinned H2D", "GB/s",
-                                          gb / reload_s, peak_h2d));
-                // The whole release + remap + reload, against the raw driver
-                // calls doing the same (unmap .. copy .. synchronize).
-                const double t = median_time(5, [&] {
+                rows_out.push_back(paired(row_of("VMM reload of a remapped slot " + human(bytes) + " vs pinned H2D",
+                                                 "GB/s", gb / pinned.x, gb / pinned.raw), pinned));
+                // The whole release + remap + reload beside pinned H2D, in turns (the raw driver
+                // calls doing the same: the rows by size below).
+                const PairedMedians cyc = paired_time(9, raw_h2d, [&] {
                     xmc_request *r1 = nullptr, *r2 = nullptr;
                     api->slot_release(inst, slot, vs, &r1);
                     api->request_wait(inst, r1, 60000);
@@ -567,9 +591,8 @@ int main(int argc, char **argv) {
                     api->request_destroy(inst, r1);
                     api->request_destroy(inst, r2);
                 });
-                // (Against the raw calls: the rows by size below.)
-                rows_out.push_back(row_of("VMM release+remap+reload " + human(bytes) + " vs pinned H2D", "GB/s",
-                                          gb / t, peak_h2d));
+                rows_out.push_back(paired(row_of("VMM release+remap+reload " + human(bytes) + " vs pinned H2D", "GB/s",
+                                                 gb / cyc.x, gb / cyc.raw), cyc));
                 api->slot_close(inst, slot);
             }
             // VMM-SPEED: release + remap + reload at every size from 16 MiB to
@@ -588,7 +611,7 @@ int main(int argc, char **argv) {
                 CK(d.cuMemAddressReserve(&va, n, 0, 0, 0));
                 vmm_map(va, n, &h);
                 std::vector<double> raw_t, xmc_t;
-                for (int rep = 0; rep < 8; ++rep) {
+                for (int rep = 0; rep < 16; ++rep) {  // 15 pairs: 7 left the 1 GiB row's quartiles at 0.79-1.18
                     double t0 = now_s();
                     vmm_unmap(va, n, h);
                     vmm_map(va, n, &h);
@@ -657,12 +680,14 @@ int main(int argc, char **argv) {
                     // differ only in whether the slot they read is the reloaded one: on the H200
                     // the first launch after that host work runs at 0.92 of a later one at
                     // 16 MiB whichever slot it reads, which an alternation blamed on the slot.
+                    // Which graph goes first alternates, so that an order effect is not the slot's.
                     std::vector<double> t_cyc, t_kept;
-                    for (int rep = 0; rep < 16; ++rep) {
+                    for (int rep = 0; rep < 32; ++rep) {
+                        double a = 0, b = 0;
                         reload();
-                        const double a = launch_time(g_cyc);
+                        (rep % 2 ? b : a) = launch_time(rep % 2 ? g_kept : g_cyc);
                         reload();
-                        const double b = launch_time(g_kept);
+                        (rep % 2 ? a : b) = launch_time(rep % 2 ? g_cyc : g_kept);
                         if (rep == 0) continue;  // warm-up
                         t_cyc.push_back(a);
                         t_kept.push_back(b);
@@ -831,6 +856,11 @@ int main(int argc, char **argv) {
                 js << ",\"samples\":" << rows_out[i].pairs.size() << ",\"ratio_lo\":" << rows_out[i].quantile(0.25)
                    << ",\"ratio_hi\":" << rows_out[i].quantile(0.75) << ",\"ratio_min\":" << rows_out[i].quantile(0)
                    << ",\"ratio_max\":" << rows_out[i].quantile(1);
+            if (!rows_out[i].pairs.empty()) {  // every pair: xmc bench judges the median's interval from them
+                js << ",\"pairs\":[";
+                for (size_t k = 0; k < rows_out[i].pairs.size(); ++k) js << (k ? "," : "") << rows_out[i].pairs[k];
+                js << "]";
+            }
             js << "}";
         }
         js << "]}\n";

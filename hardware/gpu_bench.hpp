@@ -19,6 +19,7 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace xmc_gpu_bench {
@@ -123,6 +124,10 @@ double median_of(std::vector<double> v);
 PairedMedians pairs_of(const std::vector<double> &tr, const std::vector<double> &tx);
 PairedMedians paired_measured(int reps, const std::function<double()> &raw, const std::function<double()> &x);
 PairedMedians paired_time(int reps, const std::function<void()> &raw, const std::function<void()> &x);
+// x beside two raw references, the three taken in turns (the order rotating): the pairs of x
+// with each, e.g. a 2-D copy against the raw 2-D copy and against a 1-D copy of the same bytes.
+std::pair<PairedMedians, PairedMedians> paired_time2(int reps, const std::function<void()> &raw_a,
+                                                     const std::function<void()> &raw_b, const std::function<void()> &x);
 
 struct Row {
     std::string path, unit;

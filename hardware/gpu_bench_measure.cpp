@@ -64,6 +64,27 @@ PairedMedians paired_time(int reps, const std::function<void()> &raw, const std:
     return paired_measured(reps, timed(raw), timed(x));
 }
 
+std::pair<PairedMedians, PairedMedians> paired_time2(int reps, const std::function<void()> &raw_a,
+                                                     const std::function<void()> &raw_b, const std::function<void()> &x) {
+    auto timed = [](const std::function<void()> &fn) {
+        const double t0 = now_s();
+        fn();
+        return now_s() - t0;
+    };
+    raw_a();
+    raw_b();
+    x();
+    std::vector<double> ta, tb, tx;
+    const std::function<void()> *order[3] = {&raw_a, &raw_b, &x};
+    std::vector<double> *into[3] = {&ta, &tb, &tx};
+    for (int i = 0; i < reps; ++i)
+        for (int k = 0; k < 3; ++k) {
+            const int w = (i + k) % 3;
+            into[w]->push_back(timed(*order[w]));
+        }
+    return {pairs_of(ta, tx), pairs_of(tb, tx)};
+}
+
 void print_slot_phases(const xmc_backend *api, size_t n, void *src) {
     char path[] = "/tmp/xmc-slot-phases-XXXXXX";
     const int fd = mkstemp(path);

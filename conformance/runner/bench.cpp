@@ -129,6 +129,10 @@ json make_row(const std::string &path, const std::string &series, unsigned long 
 // per-pair ratios) comes with it. A row without pairs (a peak, the host
 // table, a run recorded before pairs) keeps figure/peak and no spread.
 void add_spread(const json &src, json *row) {
+    if (field(src, "pairs").is_array() && !src["pairs"].empty() && (*row)["ratio"].is_number()) {
+        set_pairs(src["pairs"].get<std::vector<double>>(), row);
+        return;
+    }
     const int n = src.value("samples", 0);
     if (n <= 0 || !field(src, "ratio").is_number() || !(*row)["ratio"].is_number()) return;
     (*row)["ratio"] = field(src, "ratio");
@@ -250,26 +254,8 @@ void run_cuda(const BenchOptions &o, const std::string &logs, json *doc) {
 
 // ---- host: xmc_bench_pin, and the raw calls as the peak ---------------------
 
-// The peak bytes per second of posix_memalign + mlock + munlock + free of n
-// bytes, the calls a host pinning backend makes, without any registry: the
-// fastest of the cycles of 0.2 s after one warm-up cycle. 0 if mlock is refused.
-double raw_pin_rate(size_t n) {
-    const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
-    const size_t size = (n + page - 1) / page * page;
-    double best = 0;
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < 11 || seconds_since(t0) < 0.2; ++i) {
-        const auto c0 = std::chrono::steady_clock::now();
-        void *p = nullptr;
-        if (posix_memalign(&p, page, size) != 0) return 0;
-        if (mlock(p, size) != 0) { std::free(p); return 0; }
-        munlock(p, size);
-        std::free(p);
-        const double t = seconds_since(c0);
-        if (i > 0 && (best == 0 || t < best)) best = t;  // cycle 0 warms up
-    }
-    return best > 0 ? static_cast<double>(n) / best : 0;
-}
+// Pairs per host row: the median's 95% interval is then order statistics 4..12 of 15.
+constexpr int kHostPairs = 15;
 
 void run_host(const BenchOptions &o, const std::string &logs, json *doc) {
     // A host baseline is for a CPU model and a kernel.
@@ -294,11 +280,15 @@ void run_host(const BenchOptions &o, const std::string &logs, json *doc) {
     }
     const std::string json_path = logs + "/bench-pin.json";
     std::remove(json_path.c_str());
+    // Repetitions of the backend's and the raw calls' benchmarks interleaved at random (Google
+    // Benchmark's own remedy for drift between one benchmark and the next): repetition i of
+    // each is a pair, as xmc_gpu_bench takes raw and backend in turns.
     const std::vector<std::string> args = {exe, "--benchmark_out=" + json_path, "--benchmark_out_format=json",
-                                           "--benchmark_min_time=0.1"};
+                                           "--benchmark_min_time=0.02", "--benchmark_repetitions=" + std::to_string(kHostPairs),
+                                           "--benchmark_enable_random_interleaving=true"};
     const auto t0 = std::chrono::steady_clock::now();
     const int rc = run_child(args, logs + "/bench-pin.log", logs + "/bench-pin.log.err", o.timeout_s,
-                             "[1/2] xmc_bench_pin (Google Benchmark): pin alloc+free, pin query");
+                             "xmc_bench_pin (Google Benchmark): pin alloc+free beside the raw calls, pin query");
     std::string cmd;
     for (const auto &a : args) cmd += (cmd.empty() ? "" : " ") + a;
     (*doc)["runs"].push_back({{"command", cmd}, {"exit", rc}, {"seconds", seconds_since(t0)}, {"log", "logs/bench-pin.log"}});
@@ -309,28 +299,42 @@ void run_host(const BenchOptions &o, const std::string &logs, json *doc) {
                           "); see logs/bench-pin.log";
         return;
     }
-    std::printf("[2/2] the peaks: raw posix_memalign+mlock+munlock+free, timed here\n");
-    std::fflush(stdout);
-    double query_1k = 0, query_100k = 0;
+    // name -> the repetitions' figures, by repetition index
+    std::map<std::string, std::map<int, json>> reps;
     for (const auto &b : j["benchmarks"]) {
-        const std::string name = b.value("name", "");
+        std::string name = b.value("run_name", b.value("name", ""));
+        name = name.substr(0, name.find("/repeats:"));  // BM_PinQuery's Repetitions(1) adds it
+        if (b.value("run_type", "iteration") != "iteration") continue;  // Google Benchmark's own aggregates
         if (b.value("error_occurred", false)) {
             (*doc)["rows"].push_back(make_row(name + " (" + b.value("error_message", "error") + ")", name, 0, "", 0, 0,
                                               true, "", 0));
             continue;
         }
-        const size_t slash = name.find('/');
-        const unsigned long long arg = slash == std::string::npos ? 0 : std::stoull(name.substr(slash + 1));
-        if (name.rfind("BM_PinAllocFree/", 0) == 0) {
-            const double figure = b.value("bytes_per_second", 0.0) / 1e9;
-            (*doc)["rows"].push_back(make_row("pin alloc+free " + human_bytes(arg) + " vs raw mlock", "pin alloc+free",
-                                              arg, "GB/s", figure, raw_pin_rate(arg) / 1e9, true, "", 0));
-        } else if (name == "BM_PinQuery/1000") {
-            query_1k = b.value("real_time", 0.0);
-        } else if (name == "BM_PinQuery/100000") {
-            query_100k = b.value("real_time", 0.0);
-        }
+        reps[name][b.value("repetition_index", 0)] = b;
     }
+    auto median_field = [](const std::map<int, json> &m, const char *k) {
+        std::vector<double> v;
+        for (const auto &[i, b] : m) v.push_back(b.value(k, 0.0));
+        std::sort(v.begin(), v.end());
+        return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+    };
+    for (const auto &[name, by_rep] : reps) {
+        if (name.rfind("BM_PinAllocFree/", 0) != 0) continue;
+        const unsigned long long arg = std::stoull(name.substr(name.find('/') + 1));
+        const auto raw = reps.find("BM_RawPinAllocFree/" + std::to_string(arg));
+        std::vector<double> pairs;  // raw time over the backend's, as bandwidths: backend over raw
+        if (raw != reps.end())
+            for (const auto &[i, b] : by_rep)
+                if (raw->second.count(i) && raw->second.at(i).value("bytes_per_second", 0.0) > 0)
+                    pairs.push_back(b.value("bytes_per_second", 0.0) / raw->second.at(i).value("bytes_per_second", 0.0));
+        json row = make_row("pin alloc+free " + human_bytes(arg) + " vs raw mlock", "pin alloc+free", arg, "GB/s",
+                            median_field(by_rep, "bytes_per_second") / 1e9,
+                            raw == reps.end() ? 0 : median_field(raw->second, "bytes_per_second") / 1e9, true, "", 0);
+        if (row["ratio"].is_number()) set_pairs(pairs, &row);
+        (*doc)["rows"].push_back(row);
+    }
+    const double query_1k = reps.count("BM_PinQuery/1000") ? median_field(reps["BM_PinQuery/1000"], "real_time") : 0;
+    const double query_100k = reps.count("BM_PinQuery/100000") ? median_field(reps["BM_PinQuery/100000"], "real_time") : 0;
     // Query time with 100,000 live blocks against 1,000: at most 5x, the bound
     // of bench.pin_query_scaling (bench/CMakeLists.txt says why 5: a scan is
     // 100x, the cache misses of a 100K-entry index alone measured 3.4-3.8x).
@@ -360,6 +364,9 @@ std::string median_words(const json &r) {
 }
 std::string spread_words(const json &r) {
     if (r.value("samples", 0) <= 0) return "";
+    if (field(r, "median_lo").is_number())
+        return " (median's 95% interval " + fmt(field(r, "median_lo"), "%.3f") + "-" + fmt(field(r, "median_hi"), "%.3f") +
+               ", pairs' quartiles " + fmt(field(r, "ratio_lo"), "%.3f") + "-" + fmt(field(r, "ratio_hi"), "%.3f") + ")";
     return " (pairs' quartiles " + fmt(field(r, "ratio_lo"), "%.3f") + "-" + fmt(field(r, "ratio_hi"), "%.3f") + ")";
 }
 
@@ -370,19 +377,48 @@ RatioSpread ratio_spread(const json &r) {
     if (!field(r, "ratio").is_number()) return s;
     s.ratio = s.lo = s.hi = field(r, "ratio").get<double>();
     s.samples = r.value("samples", 0);
-    if (s.samples > 0 && field(r, "ratio_lo").is_number() && field(r, "ratio_hi").is_number()) {
+    if (s.samples > 0 && field(r, "median_lo").is_number() && field(r, "median_hi").is_number()) {
+        s.lo = std::min(s.ratio, field(r, "median_lo").get<double>());
+        s.hi = std::max(s.ratio, field(r, "median_hi").get<double>());
+    } else if (s.samples > 0 && field(r, "ratio_lo").is_number() && field(r, "ratio_hi").is_number()) {
         s.lo = std::min(s.ratio, field(r, "ratio_lo").get<double>());
         s.hi = std::max(s.ratio, field(r, "ratio_hi").get<double>());
     }
     return s;
 }
 
+void set_pairs(std::vector<double> v, json *row) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    auto quantile = [&](double q) {  // linear between order statistics, as xmc_gpu_bench reports them
+        const double at = q * static_cast<double>(n - 1);
+        const size_t lo = static_cast<size_t>(at);
+        return lo + 1 < n ? v[lo] + (at - static_cast<double>(lo)) * (v[lo + 1] - v[lo]) : v[lo];
+    };
+    // The distribution-free interval of a median: order statistics j..k (1-based) with
+    // j = n/2 - 1.96 sqrt(n)/2 and k = 1 + n/2 + 1.96 sqrt(n)/2, rounded and clamped (about 95%
+    // for n >= 6; for fewer pairs, the extremes).
+    const double half = 1.96 * std::sqrt(static_cast<double>(n)) / 2;
+    const long j = std::max(1L, std::lround(static_cast<double>(n) / 2 - half));
+    const long k = std::min(static_cast<long>(n), std::lround(1 + static_cast<double>(n) / 2 + half));
+    json &r = *row;
+    r["ratio"] = quantile(0.5);
+    r["samples"] = n;
+    r["pairs"] = v;
+    r["ratio_lo"] = quantile(0.25);
+    r["ratio_hi"] = quantile(0.75);
+    r["ratio_min"] = v.front();
+    r["ratio_max"] = v.back();
+    r["median_lo"] = v[static_cast<size_t>(j - 1)];
+    r["median_hi"] = v[static_cast<size_t>(k - 1)];
+}
+
 Judgement judge(const RatioSpread &s, double threshold) {
     // The median decides which side the row is on; the spread, whether that
-    // side is measured or only drawn: a quartile across the threshold means
-    // another run of the same pairs would likely land on the other side
-    // (the H200's granule cycle: 0.765-0.79 in some runs, 0.81-0.88 in others,
-    // against 0.80).
+    // side is measured or only drawn: an interval across the threshold means
+    // another run would likely land on the other side (the H200's granule
+    // cycle: 0.765-0.79 in some runs, 0.81-0.88 in others, against 0.80).
     if (s.ratio >= threshold) return s.lo >= threshold ? Judgement::above : Judgement::noisy;
     return s.hi < threshold ? Judgement::below : Judgement::noisy;
 }
@@ -508,7 +544,7 @@ std::string bench_table(const json &doc) {
     std::string out;
     char line[640];
     std::snprintf(line, sizeof line, "%-52s %9s %15s %15s %7s %13s  %-24s %s\n", "path", "size", "figure", "peak (same run)",
-                  "ratio", "pairs' IQR", "target", "verdict");
+                  "ratio", "judged spread", "target", "verdict");
     out += line;
     for (const auto &r : doc["rows"]) {
         std::string target;
@@ -524,7 +560,10 @@ std::string bench_table(const json &doc) {
         else if (verdict == "below baseline") verdict = "BELOW BASELINE " + fmt(field(r["baseline"], "floor"), "%.3f");
         else if (verdict == "noisy") verdict = "NOISY (rerun)";
         const std::string unit = r.value("unit", "");
-        const std::string spread = r.value("samples", 0) > 0 ? fmt(field(r, "ratio_lo"), "%.3f") + "-" + fmt(field(r, "ratio_hi"), "%.3f") : "";
+        // The spread a verdict is judged on: the median's 95% interval, or the pairs' quartiles
+        // for a row recorded without its pairs.
+        const RatioSpread sp = ratio_spread(r);
+        const std::string spread = sp.samples > 0 ? fmt(json(sp.lo), "%.3f") + "-" + fmt(json(sp.hi), "%.3f") : "";
         std::snprintf(line, sizeof line, "%-52s %9s %10s %-4s %10s %-4s %7s %13s  %-24s %s\n", r.value("path", "").c_str(),
                       r.value("bytes", 0ull) ? human_bytes(r["bytes"].get<unsigned long long>()).c_str() : "",
                       fmt(r["figure"], "%.2f").c_str(), unit.c_str(), fmt(r["peak"], "%.2f").c_str(), unit.c_str(),

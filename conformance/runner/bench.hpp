@@ -29,17 +29,31 @@ struct BenchOptions {
 inline constexpr double kBrokenAbove = 1.05;
 
 // A row's ratio with its spread: `samples` pairs of raw and backend work taken
-// back to back (xmc_gpu_bench), the ratio the median of the per-pair ratios,
-// lo..hi their quartiles. A row without pairs has lo = hi = ratio.
+// back to back (xmc_gpu_bench, xmc_bench_pin), the ratio the median of the
+// per-pair ratios, lo..hi the 95% interval of that median (order statistics,
+// from the row's "pairs"), or the pairs' quartiles for a row recorded without
+// its pairs. A row without pairs has lo = hi = ratio.
+// Why the median's interval and not the quartiles: the quartiles are the
+// spread of one pair, which more pairs do not narrow, so a row whose median sat
+// 0.02 above its floor stayed "noisy" however long it ran (an H100's host
+// callback round trip: 200 pairs, median 0.984, quartiles 0.947-1.024 against a
+// floor of 0.959, in 3 of 5 runs); the median's interval narrows as pairs are
+// added, and is wider than the quartiles for a handful of pairs.
 struct RatioSpread {
     double ratio = 0, lo = 0, hi = 0;
     int samples = 0;
 };
 RatioSpread ratio_spread(const json &row);
+// Sets a row's ratio and spread from its per-pair ratios (raw over backend,
+// 1.0 at the raw figure): ratio (their median), samples, pairs, ratio_lo and
+// ratio_hi (quartiles), ratio_min and ratio_max, median_lo and median_hi (the
+// median's 95% interval). No pairs: the row is left as it is.
+void set_pairs(std::vector<double> pairs, json *row);
 // Which side of a threshold (a target, a baseline's floor) a row is on:
-// above (the median and the lower quartile at or above it), below (the median
-// and the upper quartile below it), or noisy (the threshold lies within the
-// spread: the row's margin to it is smaller than its spread; rerun it).
+// above (the median and the spread's low end at or above it), below (the
+// median and the spread's high end below it), or noisy (the threshold lies
+// within the spread: the row's margin to it is smaller than its spread; rerun
+// it, with more pairs).
 enum class Judgement { above, below, noisy };
 Judgement judge(const RatioSpread &s, double threshold);
 // A row's verdict from its ratio, spread and target (a baseline's comes later):

@@ -475,8 +475,8 @@ bool write_report(const std::string &dir, std::string *error) {
         if (!bench["rows"].empty()) {
             const std::string note = "Each figure beside the platform peak measured in the same run; the ratio is 1.0 at the "
                                      "peak (for paired rows, the median of the per-pair ratios). A row is ok, missed (below its target), "
-                                     "broken (above " + num(1.05) + " of its peak: a broken measurement), noisy (its pairs' "
-                                     "quartiles straddle its target, baseline floor or " + num(1.05) + ": rerun it) or below baseline" +
+                                     "broken (above " + num(1.05) + " of its peak: a broken measurement), noisy (the median's "
+                                     "95% interval straddles its target, baseline floor or " + num(1.05) + ": rerun it) or below baseline" +
                                      (bench.contains("baseline") ? " (" + bench["baseline"].value("file", "") + ")" : "") +
                                      ". The same rows: bench.csv.";
             md << note << "\n\n| path | size | figure | peak (same run) | ratio | target | baseline | verdict |\n"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # bench.judging: how `xmc bench` judges rows, on synthetic xmc_gpu_bench JSON
-# (no GPU): a ratio is the median of paired samples with its spread; a row whose
+# (no GPU): a ratio is the median of paired samples with its spread (the median's 95% interval
+# where the pairs are given, else their quartiles); a row whose
 # spread straddles its target or baseline floor is noisy (exit 3 when nothing
 # else fails), not passed or failed; a broken measurement is judged on the
 # median, not one pair, and beyond the pairs' spread; baselines hold ratios with a tolerance per row derived
@@ -77,6 +78,23 @@ expect 1 'FAILED: broken measurement: register\+unregister 1 MiB \(1 MiB\): .*me
 run "$work/broken_noisy.json" "$(row "D2D copy (read+write)" GB/s 1739 1699 1.06 0.897 1.096)"
 expect 3 'NOISY: D2D copy \(read\+write\) .*median of 9 paired ratios 1.060 \(pairs. quartiles 0.897-1.096\) straddles its broken-measurement bound 1.05' \
   broken_noisy -- bench --from "$work/broken_noisy.json"
+# With every pair in the JSON ("pairs"), a row is judged on its median's 95% interval (order
+# statistics), which narrows as pairs are added, not on the quartiles of one pair, which do not:
+# 201 pairs evenly from 0.90 to 1.07 (median 0.985, quartiles 0.9425-1.0275, the median's interval
+# order statistics 87..115: 0.9731-0.9969) meet a target of 0.96 that their quartiles straddle.
+many=$(awk 'BEGIN { for (i = 0; i <= 200; i++) printf "%s%.4f", (i ? "," : ""), 0.90 + 0.17 * i / 200 }')
+printf '{"device":"NVIDIA H200","devices":1,"driver":13000,"bytes":1073741824,"rows":[{"path":"host callback round trip","unit":"us","figure":9.1,"peak":8.95,"ratio":0.985,"requirement":"X","target":0.96,"samples":201,"ratio_lo":0.9425,"ratio_hi":1.0275,"ratio_min":0.9,"ratio_max":1.07,"pairs":[%s]}]}\n' \
+  "$many" >"$work/many.json"
+expect 0 'every target met' many_pairs -- bench --from "$work/many.json" --json "$work/many-doc.json"
+jq -e '.rows[0] | .samples == 201 and .median_lo == 0.9731 and .median_hi == 0.9969 and (.pairs | length) == 201' "$work/many-doc.json" >/dev/null &&
+  ok "bench.json carries the pairs and the median's interval (order statistics 87..115 of 201)" ||
+  bad "the median's interval: $(jq -c '.rows[0] | del(.pairs)' "$work/many-doc.json")"
+grep -q '0.973-0.997' "$work/many_pairs.out" && ok "the table shows the interval a verdict is judged on" || bad "the table's spread: $(grep callback "$work/many_pairs.out")"
+# And five pairs whose quartiles clear the target but whose interval (the extremes, for 5) does not: noisy.
+printf '{"device":"NVIDIA H200","devices":1,"driver":13000,"bytes":1073741824,"rows":[{"path":"%s","unit":"GB/s","figure":54,"peak":54.9,"ratio":0.985,"requirement":"PIN-DEVICE","target":0.97,"samples":5,"ratio_lo":0.98,"ratio_hi":0.99,"ratio_min":0.96,"ratio_max":0.995,"pairs":[0.99,0.96,0.985,0.995,0.98]}]}\n' \
+  "$pinned" >"$work/few.json"
+expect 3 "NOISY: H2D from pinned .*median of 5 paired ratios 0.985 \(median.s 95% interval 0.960-0.995, pairs. quartiles 0.980-0.990\) straddles its target 0.97" \
+  few_pairs -- bench --from "$work/few.json"
 # A row of an older run (no pairs) is judged on its one ratio, as before.
 printf '{"device":"NVIDIA H200","devices":1,"driver":13000,"bytes":1073741824,"rows":[{"path":"%s","unit":"GB/s","figure":52,"peak":54.9,"ratio":0.947,"requirement":"PIN-DEVICE","target":0.97}]}\n' \
   "$pinned" >"$work/old.json"

@@ -468,6 +468,17 @@ void check_bench(const std::string &dir, const json &results, Problems &p) {
                 member(r, {"ratio_lo"}).get<double>() > ratio || member(r, {"ratio_hi"}).get<double>() < ratio)
                 p.add("bench.json: row '" + r.value("path", "") + "' has ratio " + std::to_string(ratio) + " of " +
                       std::to_string(sp.samples) + " pairs outside its quartiles");
+            // With its pairs: the ratio, the spread and the count are theirs (a row edited by hand is not).
+            if (member(r, {"pairs"}).is_array()) {
+                json again = r;
+                set_pairs(r["pairs"].get<std::vector<double>>(), &again);
+                for (const char *k : {"ratio", "median_lo", "median_hi", "samples"})
+                    if (!again[k].is_number() || !member(r, {k}).is_number() ||
+                        std::fabs(again[k].get<double>() - member(r, {k}).get<double>()) > 1e-9)
+                        p.add("bench.json: row '" + r.value("path", "") + "' has " + k + " " +
+                              (member(r, {k}).is_number() ? std::to_string(member(r, {k}).get<double>()) : "none") +
+                              ", but its pairs give " + std::to_string(again[k].get<double>()));
+            }
             continue;
         }
         if (!(std::fabs(ratio - want) <= 1e-6 * std::max(1.0, std::fabs(want))))
