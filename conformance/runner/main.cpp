@@ -484,6 +484,10 @@ int main(int argc, char **argv) {
         ->check(CLI::Range(0.0, 0.99))
         ->needs(write_baseline)
         ->capture_default_str();
+    bench_cmd->add_option("--reruns", b.reruns, "Measure the sizes of noisy rows again, up to this many times, "
+                                                "pooling each noisy row's pairs (CUDA runs; 0: report them noisy)")
+        ->check(CLI::Range(0, 10))
+        ->capture_default_str();
     bench_cmd->add_option("--timeout", b.timeout_s, "Time limit of one benchmark run, in seconds")
         ->check(at_least(1))
         ->capture_default_str();

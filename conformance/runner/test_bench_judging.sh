@@ -100,6 +100,29 @@ printf '{"device":"NVIDIA H200","devices":1,"driver":13000,"bytes":1073741824,"r
   "$pinned" >"$work/old.json"
 expect 1 'FAILED: target missed: H2D from pinned .*: ratio 0.947 below' unpaired_row -- bench --from "$work/old.json"
 
+# ---- noisy rows measured again (--reruns), their pairs pooled ---------------------------------
+# A stand-in for xmc_gpu_bench (XMC_GPU_BENCH): its first run gives the graph row 7 pairs whose
+# median's interval (the extremes, 0.93-1.00) straddles 0.95; each later run 7 pairs of 0.96-0.99.
+# Pooled, 14 pairs: order statistics 3..12, 0.96-0.99, above the target: ok, from 2 runs.
+cat >"$work/fake-gpu-bench" <<'FAKE'
+#!/usr/bin/env bash
+while [ $# -gt 0 ]; do case $1 in --json) out=$2; shift ;; --bytes) bytes=$2; shift ;; esac; shift; done
+n=$(cat "$(dirname "$0")/calls" 2>/dev/null || echo 0); echo $((n + 1)) >"$(dirname "$0")/calls"
+if [ "$n" -eq 0 ]; then p="0.93,0.94,0.96,0.97,0.98,0.99,1.0"; else p="0.96,0.965,0.97,0.975,0.98,0.985,0.99"; fi
+printf '{"device":"NVIDIA H200","devices":1,"driver":13000,"bytes":%s,"rows":[{"path":"graph reading a reloaded slot 16 MiB vs never released","unit":"GB/s","figure":970,"peak":1000,"ratio":0.97,"requirement":"VMM-SPEED","target":0.95,"samples":7,"pairs":[%s]}]}\n' "$bytes" "$p" >"$out"
+FAKE
+chmod +x "$work/fake-gpu-bench"
+rm -f "$work/calls"
+XMC_GPU_BENCH=$work/fake-gpu-bench expect 3 'NOISY: graph reading a reloaded slot 16 MiB .*median of 7 paired ratios 0.970 \(median.s 95% interval 0.930-1.000' \
+  reruns_none -- bench --backend host --kind cuda --sizes 16M --reruns 0
+rm -f "$work/calls"
+XMC_GPU_BENCH=$work/fake-gpu-bench expect 0 'every target met' reruns_pool -- bench --backend host --kind cuda --sizes 16M --json "$work/rerun-doc.json"
+grep -q 'noisy rows: measuring 1 size(s) again, their pairs pooled (rerun 1 of at most 2)' "$work/reruns_pool.out" &&
+  jq -e '(.rows[0] | .samples == 14 and .runs == 2 and .verdict == "ok" and .median_lo == 0.96) and ([.runs[] | select(.rerun == 1)] | length) == 1' \
+    "$work/rerun-doc.json" >/dev/null && [ "$(cat "$work/calls")" = 2 ] &&
+  ok "a noisy row's size is measured again once, its pairs pooled (14 from 2 runs), then judged ok" ||
+  bad "the rerun: $(jq -c '.rows[0] | del(.pairs)' "$work/rerun-doc.json"), $(cat "$work/calls") runs"
+
 # ---- baselines of ratios, a tolerance per row from 5 runs ------------------------
 # Five runs of a correct backend: the pinned row steady (0.985-0.995), the granule row wide (0.78-0.90).
 i=0
@@ -110,12 +133,12 @@ for p in "0.985 0.90" "0.99 0.82" "0.995 0.85" "0.988 0.78" "0.992 0.86"; do
   "$xmc" bench --from "$work/ref-gpu-$i.json" --json "$work/ref-$i.json" >/dev/null 2>&1
 done
 expect 0 'wrote the baseline .*from 5 runs: 2 rows' make_baseline -- bench --make-baseline "$work"/ref-{1,2,3,4,5}.json --out "$work/base.json"
-# pinned: median 0.99, largest deviation 0.005 -> 2 x 0.005/0.99 = 0.0101 -> the least tolerance 0.02;
+# pinned: median 0.99, largest deviation 0.005 -> 2 x 0.005/0.99 = 0.0101 -> the least tolerance 0.05;
 # granule: median 0.85, largest deviation 0.07 -> 2 x 0.07/0.85 = 0.165.
 jq -e '.format == "xmc-bench-baseline/2" and .runs == 5 and
-       (.rows[0] | .ratio == 0.99 and .tolerance == 0.02 and .runs_min == 0.985 and .runs_max == 0.995) and
+       (.rows[0] | .ratio == 0.99 and .tolerance == 0.05 and .runs_min == 0.985 and .runs_max == 0.995) and
        (.rows[1] | .ratio == 0.85 and (.tolerance - 0.1647 | fabs) < 0.001)' "$work/base.json" >/dev/null &&
-  ok "--make-baseline: each row's median ratio, and a tolerance from the 5 runs' spread (0.02 steady, $(jq '.rows[1].tolerance * 1000 | round / 1000' "$work/base.json") wide)" ||
+  ok "--make-baseline: each row's median ratio, and a tolerance from the 5 runs' spread (0.05 steady, $(jq '.rows[1].tolerance * 1000 | round / 1000' "$work/base.json") wide)" ||
   { bad "--make-baseline wrote:"; jq -c '.rows[]' "$work/base.json"; }
 for k in 1 2 3 4 5; do
   "$xmc" bench --from "$work/ref-gpu-$k.json" --baseline "$work/base.json" >"$work/ref-judged-$k.out" 2>&1 || echo "exit $?" >>"$work/ref-judged-$k.out"
@@ -126,10 +149,10 @@ else bad "a run of the 5 fails its own baseline:"; grep -h 'FAILED\|NOISY\|exit'
 run "$work/slow-machine.json" "$(row "$pinned" GB/s 43.5 43.7 0.995 0.99 0.999 0.97 PIN-DEVICE)" \
   "$(row "$granule" us 150 125 0.84 0.83 0.85)"
 expect 0 'none broken, every target met' slower_machine -- bench --from "$work/slow-machine.json" --baseline "$work/base.json" --json "$work/slow-machine-doc.json"
-jq -e '.rows[0].baseline | .ratio == 0.99 and .tolerance == 0.02' "$work/slow-machine-doc.json" >/dev/null &&
+jq -e '.rows[0].baseline | .ratio == 0.99 and .tolerance == 0.05' "$work/slow-machine-doc.json" >/dev/null &&
   ok "a row names the baseline's ratio and tolerance it was held to" || bad "no baseline on the row: $(jq -c '.rows[0]' "$work/slow-machine-doc.json")"
 # A backend 10% slower than the raw path, 5 runs: each fails (the pinned row below its target and
-# its floor 0.99 x 0.98), whatever the wide granule row says.
+# its floor 0.99 x 0.95), whatever the wide granule row says.
 slowed_fail=0
 for g in 0.80 0.74 0.77 0.70 0.76; do
   run "$work/slowed.json" "$(row "$pinned" GB/s 49.5 54.9 0.90 0.895 0.905 0.97 PIN-DEVICE)" "$(row "$granule" us 140 104 "$g" "$(calc "$g - 0.02")" "$(calc "$g + 0.02")")"
