@@ -161,7 +161,8 @@ else bad "bench.csv is missing or does not match bench.json"; fi
 points=$(grep -o '<polyline points="[^"]*" fill="none" stroke="#1f5fa8"' "$serial/plots/pin-alloc-free.svg" | wc -w)
 [ "$points" -ge 5 ] && ok "the pin alloc+free plot draws one curve across its 3 sizes" || bad "the pin alloc+free plot has no curve across sizes"
 grep -q 'class="bench-' "$serial/report.html" && ok "the report colours each bench row by its verdict" || bad "the report's bench rows have no verdict class"
-rm -rf "$work/bench-edit" && cp -r "$serial" "$work/bench-edit" && jqi "$work/bench-edit/bench.json" '.rows[0].ratio = 1.2 | .rows[0].figure = 1.2 * .rows[0].peak'
+rm -rf "$work/bench-edit" && cp -r "$serial" "$work/bench-edit" && jqi "$work/bench-edit/bench.json" \
+  '.rows[0] |= ((if .pairs then .pairs |= map(1.2) else . end) | .ratio = 1.2 | .figure = 1.2 * .peak | .ratio_lo = 1.2 | .ratio_hi = 1.2 | .ratio_min = 1.2 | .ratio_max = 1.2 | .median_lo = 1.2 | .median_hi = 1.2)'
 rejected broken_not_flagged "$work/bench-edit" "has verdict 'ok', but its ratio, target and peak give 'broken'"
 # Recorded H200 runs, judged again: a broken measurement, and misses, fail.
 h200=$src/hardware/results
