@@ -453,7 +453,7 @@ int main(int argc, char **argv) {
         // synchronize, in pairs): against the event-timed peak, the backend's own synchronize counted
         // against it (and one lucky sample reached 1.08 of a block-timed raw copy on the H200).
         {
-            // Each sample is `q` copies queued and one synchronize (about 2 ms at 16 MiB): one ~10 us
+            // Each sample is `q` copies queued and one synchronize (16, about 0.2 ms, at 16 MiB): one ~10 us
             // copy per sample put its pairs' quartiles at 0.84-1.10 on an H100.
             const int q = static_cast<int>(std::clamp<size_t>((size_t{256} << 20) / bytes, 1, 64));
             const PairedMedians dd = paired_time(15, [&] {
@@ -660,7 +660,7 @@ int main(int argc, char **argv) {
                 };
                 if (api->slot_create(inst, 0, n, &cyc, &ci) == XMC_OK && api->slot_create(inst, 0, n, &kept, &ki) == XMC_OK &&
                     api->dev_alloc(inst, 0, n, &out) == XMC_OK && capture_read(ci, &g_cyc) && capture_read(ki, &g_kept)) {
-                    // `launches` queued launches and one synchronize per sample (about 0.3 ms at
+                    // `launches` queued launches and one synchronize per sample (8, about 0.1 ms, at
                     // 16 MiB): one ~20 us launch per sample left the 16 MiB row's pairs at
                     // 0.88-1.07 on an H100, noisy against 0.95 in 5 runs of 5.
                     const int launches = static_cast<int>(std::clamp<size_t>((size_t{128} << 20) / n, 1, 8));
