@@ -334,8 +334,7 @@ void run_host(const BenchOptions &o, const std::string &logs, json *doc) {
     auto median_field = [](const std::map<int, json> &m, const char *k) {
         std::vector<double> v;
         for (const auto &[i, b] : m) v.push_back(b.value(k, 0.0));
-        std::sort(v.begin(), v.end());
-        return v.empty() ? 0.0 : v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+        return median_of(v);
     };
     for (const auto &[name, by_rep] : reps) {
         if (name.rfind("BM_PinAllocFree/", 0) != 0) continue;
@@ -406,6 +405,12 @@ RatioSpread ratio_spread(const json &r) {
     return s;
 }
 
+double median_of(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n == 0 ? 0.0 : n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 void set_pairs(std::vector<double> v, json *row) {
     if (v.empty()) return;
     std::sort(v.begin(), v.end());
@@ -422,7 +427,7 @@ void set_pairs(std::vector<double> v, json *row) {
     const long j = std::max(1L, std::lround(static_cast<double>(n) / 2 - half));
     const long k = std::min(static_cast<long>(n), std::lround(1 + static_cast<double>(n) / 2 + half));
     json &r = *row;
-    r["ratio"] = quantile(0.5);
+    r["ratio"] = median_of(v);
     r["samples"] = n;
     r["pairs"] = v;
     r["ratio_lo"] = quantile(0.25);
@@ -582,9 +587,8 @@ void rerun_noisy(const BenchOptions &o, const json &baseline, const std::string 
             std::snprintf(label, sizeof label, "[rerun %d, %zu/%zu] xmc_gpu_bench, transfers of %s", pass, ++k, sizes.size(),
                           human_bytes(size).c_str());
             json j;
-            const size_t before = (*doc)["runs"].size();
             if (!run_gpu_bench(o, logs, size, label, "-rerun" + std::to_string(pass), doc, &j)) break;
-            if ((*doc)["runs"].size() > before) (*doc)["runs"].back()["rerun"] = pass;
+            (*doc)["runs"].back()["rerun"] = pass;  // run_gpu_bench recorded it
             CudaRows again;
             again.add(j, size);
             for (auto &r : (*doc)["rows"]) {

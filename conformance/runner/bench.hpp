@@ -50,6 +50,8 @@ RatioSpread ratio_spread(const json &row);
 // ratio_hi (quartiles), ratio_min and ratio_max, median_lo and median_hi (the
 // median's 95% interval). No pairs: the row is left as it is.
 void set_pairs(std::vector<double> pairs, json *row);
+// The median of v (the mean of the middle two for an even count); 0 for none.
+double median_of(std::vector<double> v);
 // Which side of a threshold (a target, a baseline's floor) a row is on:
 // above (the median and the spread's low end at or above it), below (the
 // median and the spread's high end below it), or noisy (the threshold lies

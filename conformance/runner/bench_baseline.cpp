@@ -96,8 +96,7 @@ bool make_baseline(const std::vector<std::string> &runs, json *out, std::string 
             continue;
         }
         std::sort(ratios.begin(), ratios.end());
-        const size_t n = ratios.size();
-        const double med = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+        const double med = median_of(ratios);
         const double dev = std::max(med - ratios.front(), ratios.back() - med) / med;
         const double tol = std::min(kMaxTolerance, std::max(kMinTolerance, 2 * dev));
         json row = {{"series", series}, {"bytes", bytes}, {"unit", unit}, {"ratio", med}, {"tolerance", tol},
